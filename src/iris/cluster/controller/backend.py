@@ -1,0 +1,90 @@
+"""The controller's backend contract.
+
+The two backend kinds have deliberately different mechanisms: a worker backend runs the
+Iris scheduler and worker RPCs, while a Kubernetes backend hands placement to Kueue and
+reconciles Pods directly. A controller gets exactly one ``BackendDescriptor`` at
+construction and keeps it for life; switching kind means restarting the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Protocol
+
+
+class BackendKind(StrEnum):
+    """The execution mechanism owned by a controller's backend."""
+
+    WORKER = "worker-daemon"
+    KUBERNETES = "kubernetes"
+
+
+def _freeze_attributes(attrs: Mapping[str, Iterable[str]] | None) -> Mapping[str, frozenset[str]]:
+    frozen = {str(k): frozenset(str(v) for v in ([vals] if isinstance(vals, str) else vals)) for k, vals in (attrs or {}).items()}
+    return MappingProxyType(frozen)
+
+
+@dataclass(frozen=True)
+class BackendDescriptor:
+    """Immutable description of a controller's backend."""
+
+    backend_id: str
+    kind: BackendKind
+    advertised_attributes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    scale_groups: frozenset[str] = frozenset()
+    display_name: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kind", BackendKind(self.kind))
+        object.__setattr__(self, "advertised_attributes", _freeze_attributes(self.advertised_attributes))
+        object.__setattr__(self, "scale_groups", frozenset(self.scale_groups))
+        if not self.display_name:
+            object.__setattr__(self, "display_name", self.backend_id)
+
+    def __hash__(self) -> int:
+        return hash((self.backend_id, self.kind, self.scale_groups, self.display_name))
+
+
+@dataclass(frozen=True)
+class DashboardDescriptor:
+    """What the dashboard shows for a controller: its name and the tabs its backend supports."""
+
+    name: str
+    capabilities: list[str]
+
+
+@dataclass(frozen=True)
+class TaskTarget:
+    """Where task RPCs (logs, exec, process status) go.
+
+    WORKER: ``address`` of the worker daemon running the attempt. KUBERNETES: ``attempt_uid``,
+    from which the pod name is rebuilt, so no pod name is ever stored.
+    """
+
+    address: str | None = None
+    attempt_uid: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.address is None) == (self.attempt_uid is None):
+            raise ValueError("a TaskTarget names exactly one of address or attempt_uid")
+
+
+class HasBackendDescriptor(Protocol):
+    @property
+    def backend_descriptor(self) -> BackendDescriptor: ...
+
+    @property
+    def autoscaler_configured(self) -> bool: ...
+
+
+def dashboard_backend_descriptor(controller: HasBackendDescriptor) -> DashboardDescriptor:
+    desc = controller.backend_descriptor
+    if desc.kind is BackendKind.WORKER:
+        capabilities = ["workers"]
+        if controller.autoscaler_configured:
+            capabilities.append("autoscaler")
+        return DashboardDescriptor(name=desc.display_name, capabilities=capabilities)
+    return DashboardDescriptor(name=desc.display_name, capabilities=["cluster"])

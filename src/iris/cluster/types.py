@@ -1,0 +1,134 @@
+"""Cluster vocabulary: job names, resources, entrypoints, constraints, states and bands."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from iris.rpc.enums import (
+    ACTIVE_TASK_STATES,
+    EXECUTING_TASK_STATES,
+    TERMINAL_JOB_STATES,
+    TERMINAL_TASK_STATES,
+    ConstraintOp,
+    JobState,
+    PriorityBand,
+    StopReason,
+    TaskState,
+)
+from iris.rpc.models import (
+    Constraint,
+    CoschedulingConfig,
+    DeviceSpec,
+    Entrypoint,
+    EnvironmentSpec,
+    JobSpec,
+    ResourceSpec,
+)
+
+__all__ = [
+    "ACTIVE_TASK_STATES",
+    "EXECUTING_TASK_STATES",
+    "TERMINAL_JOB_STATES",
+    "TERMINAL_TASK_STATES",
+    "Constraint",
+    "ConstraintOp",
+    "CoschedulingConfig",
+    "DeviceSpec",
+    "Entrypoint",
+    "EnvironmentSpec",
+    "JobName",
+    "JobSpec",
+    "JobState",
+    "PriorityBand",
+    "ResourceSpec",
+    "StopReason",
+    "TaskState",
+]
+
+_COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class JobName:
+    """A job or task name as a path: ``/user/job``, ``/user/job/child``, task ``/user/job/0``.
+
+    The first component is the user. A job component is never all digits (that would
+    read as a task index).
+    """
+
+    parts: tuple[str, ...]
+    task_index: int | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> JobName:
+        if not text.startswith("/"):
+            raise ValueError(f"job names start with '/': {text!r}")
+        raw = text.strip("/").split("/")
+        if len(raw) < 2 or any(not p for p in raw):
+            raise ValueError(f"a job name is /user/job[/child...]: {text!r}")
+        task_index: int | None = None
+        if raw[-1].isdigit():
+            task_index = int(raw[-1])
+            raw = raw[:-1]
+            if len(raw) < 2:
+                raise ValueError(f"a task name is /user/job/N: {text!r}")
+        for part in raw:
+            cls.check_component(part)
+        return cls(tuple(raw), task_index)
+
+    @staticmethod
+    def check_component(part: str) -> None:
+        if not _COMPONENT.match(part):
+            raise ValueError(
+                f"bad name component {part!r}: use letters, digits, '.', '_' or '-', starting with a letter or digit"
+            )
+        if part.isdigit():
+            raise ValueError(f"a job name component cannot be all digits: {part!r}")
+
+    @classmethod
+    def root(cls, user: str, name: str) -> JobName:
+        cls.check_component(user)
+        cls.check_component(name)
+        return cls((user, name))
+
+    def child(self, name: str) -> JobName:
+        self.check_component(name)
+        return JobName((*self.parts, name))
+
+    def task(self, index: int) -> JobName:
+        return JobName(self.parts, index)
+
+    @property
+    def job(self) -> JobName:
+        return JobName(self.parts)
+
+    @property
+    def user(self) -> str:
+        return self.parts[0]
+
+    @property
+    def parent(self) -> JobName | None:
+        """The parent job of a job (None for a root job); the job of a task."""
+        if self.task_index is not None:
+            return self.job
+        if len(self.parts) <= 2:
+            return None
+        return JobName(self.parts[:-1])
+
+    @property
+    def depth(self) -> int:
+        """1 for a root job, 2 for its children, ... (the user segment does not count)."""
+        return len(self.parts) - 1
+
+    @property
+    def namespace(self) -> str:
+        """The root job's path without the leading slash: endpoints are isolated per namespace."""
+        return "/".join(self.parts[:2])
+
+    def is_ancestor_of(self, other: JobName) -> bool:
+        return len(other.parts) > len(self.parts) and other.parts[: len(self.parts)] == self.parts
+
+    def __str__(self) -> str:
+        base = "/" + "/".join(self.parts)
+        return base if self.task_index is None else f"{base}/{self.task_index}"

@@ -1,0 +1,1 @@
+"""Foundation layer: wire models, enums, errors and the HTTP client base shared by every process."""

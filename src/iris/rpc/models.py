@@ -1,0 +1,396 @@
+"""Wire models shared by the controller, workers, the SDK and the CLI (pydantic v2).
+
+Specs accept friendly input (``ResourceSpec(cpu=1, memory="2GB")``) and hold canonical
+integers: cpu in millicores, memory and disk in bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from iris.rpc.enums import (
+    ConstraintOp,
+    JobState,
+    PriorityBand,
+    StopReason,
+    TaskState,
+    WorkerStatus,
+)
+from iris.rpc.units import parse_bytes, parse_cpu_millicores
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=False)
+
+
+# ---------------------------------------------------------------- specs
+
+
+class DeviceSpec(WireModel):
+    """An accelerator request or offer: ``DeviceSpec(type="gpu", variant="a100", count=2)``."""
+
+    type: str = Field(min_length=1, max_length=64)
+    variant: str = Field(default="", max_length=64)
+    count: int = Field(default=1, ge=0, le=1024)
+
+
+class ResourceSpec(WireModel):
+    """Resources of a task (requests) or a worker (capacity)."""
+
+    cpu_millicores: int = Field(default=1000, ge=0, le=10_000_000)
+    memory_bytes: int = Field(default=512 * 1000**2, ge=0, le=1 << 50)
+    disk_bytes: int = Field(default=0, ge=0, le=1 << 56)
+    device: DeviceSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _friendly(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "cpu" in data:
+            data["cpu_millicores"] = parse_cpu_millicores(data.pop("cpu"))
+        if "memory" in data:
+            data["memory_bytes"] = parse_bytes(data.pop("memory"))
+        if "disk" in data:
+            data["disk_bytes"] = parse_bytes(data.pop("disk"))
+        return data
+
+    def __init__(self, **data: Any) -> None:  # keeps cpu=/memory=/disk= visible to type checkers
+        super().__init__(**data)
+
+    @property
+    def cpu(self) -> float:
+        return self.cpu_millicores / 1000
+
+
+class Entrypoint(WireModel):
+    """What a task runs: a command line, or a pickled Python callable."""
+
+    kind: Literal["command", "callable"]
+    argv: list[str] = Field(default_factory=list, max_length=10_000)
+    callable_b64: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> Entrypoint:
+        if self.kind == "command" and not self.argv:
+            raise ValueError("the command is empty: give a program to run")
+        if self.kind == "callable" and not self.callable_b64:
+            raise ValueError("a callable entrypoint needs its pickled payload")
+        return self
+
+    @classmethod
+    def from_command(cls, *argv: str) -> Entrypoint:
+        if len(argv) == 1 and isinstance(argv[0], list | tuple):
+            argv = tuple(argv[0])
+        return cls(kind="command", argv=[str(a) for a in argv])
+
+    @classmethod
+    def from_callable(cls, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Entrypoint:
+        import cloudpickle
+
+        payload = cloudpickle.dumps((fn, args, kwargs))
+        return cls(kind="callable", callable_b64=base64.b64encode(payload).decode("ascii"))
+
+    def describe(self) -> str:
+        if self.kind == "command":
+            return " ".join(self.argv)
+        return "<python callable>"
+
+
+class Constraint(WireModel):
+    """A condition on worker attributes: ``Constraint(key="zone", op="EQ", value="a")``."""
+
+    key: str = Field(min_length=1, max_length=128)
+    op: ConstraintOp = ConstraintOp.EQ
+    value: str | None = None
+    values: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> Constraint:
+        if self.op in (ConstraintOp.EXISTS, ConstraintOp.NOT_EXISTS):
+            return self
+        if self.op is ConstraintOp.IN:
+            if not self.values:
+                raise ValueError(f"constraint {self.key} IN needs a list of values")
+            return self
+        if self.value is None:
+            raise ValueError(f"constraint {self.key} {self.op} needs a value")
+        if self.op in (ConstraintOp.GT, ConstraintOp.GE, ConstraintOp.LT, ConstraintOp.LE):
+            try:
+                float(self.value)
+            except ValueError:
+                raise ValueError(f"constraint {self.key} {self.op} needs a number, got {self.value!r}") from None
+        return self
+
+    def describe(self) -> str:
+        if self.op is ConstraintOp.EXISTS:
+            return f"{self.key} exists"
+        if self.op is ConstraintOp.NOT_EXISTS:
+            return f"{self.key} does not exist"
+        if self.op is ConstraintOp.IN:
+            return f"{self.key} in {{{', '.join(self.values)}}}"
+        symbol = {"EQ": "=", "NE": "!=", "GT": ">", "GE": ">=", "LT": "<", "LE": "<="}[self.op.value]
+        return f"{self.key}{symbol}{self.value}"
+
+
+class CoschedulingConfig(WireModel):
+    """Place every task of the job at once, on workers sharing the value of ``group_by``."""
+
+    group_by: str = Field(min_length=1, max_length=128)
+
+
+class EnvironmentSpec(WireModel):
+    pip_packages: list[str] = Field(default_factory=list)
+    env_vars: dict[str, str] = Field(default_factory=dict)
+
+
+class JobSpec(WireModel):
+    """Everything a user says about a job when submitting it."""
+
+    name: str = Field(min_length=1, max_length=255)
+    entrypoint: Entrypoint
+    resources: ResourceSpec = Field(default_factory=ResourceSpec)
+    replicas: int = Field(default=1, ge=1, le=100_000)
+    env: dict[str, str] = Field(default_factory=dict)
+    environment: EnvironmentSpec | None = None
+    constraints: list[Constraint] = Field(default_factory=list)
+    coscheduling: CoschedulingConfig | None = None
+    max_retries_failure: int = Field(default=0, ge=0, le=10_000)
+    max_retries_preemption: int = Field(default=100, ge=0, le=100_000)
+    max_task_failures: int = Field(default=0, ge=0)
+    timeout_s: float | None = Field(default=None, gt=0)
+    scheduling_timeout_s: float | None = Field(default=None, gt=0)
+    priority: PriorityBand = PriorityBand.INTERACTIVE
+    user: str | None = Field(default=None, max_length=64)
+    parent_job_id: str | None = None
+    ports: list[str] = Field(default_factory=list)
+    bundle_id: str | None = None
+    existing_job_policy: Literal["error", "keep", "replace"] = "error"
+
+    @field_validator("env")
+    @classmethod
+    def _env_keys(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:
+            if not key or "=" in key or "\0" in key:
+                raise ValueError(f"bad environment variable name {key!r}")
+        return env
+
+
+# ---------------------------------------------------------------- status views
+
+
+class AttemptStatus(WireModel):
+    attempt_number: int
+    attempt_uid: str
+    state: TaskState
+    worker_id: str | None = None
+    worker_address: str | None = None
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    error: str | None = None
+
+
+class TaskStatus(WireModel):
+    task_id: str
+    job_id: str
+    task_index: int
+    state: TaskState
+    attempt_count: int = 0
+    current_attempt_uid: str | None = None
+    worker_id: str | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    pending_reason: str | None = None
+    failure_count: int = 0
+    preemption_count: int = 0
+    started_at: float | None = None
+    finished_at: float | None = None
+    attempts: list[AttemptStatus] = Field(default_factory=list)
+
+
+class JobStatus(WireModel):
+    job_id: str
+    name: str
+    user: str
+    parent_job_id: str | None = None
+    state: JobState
+    priority: PriorityBand
+    replicas: int
+    task_counts: dict[str, int] = Field(default_factory=dict)
+    submitted_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    exit_code: int | None = None
+    error: str | None = None
+    pending_reason: str | None = None
+    entrypoint: str = ""
+    resources: ResourceSpec | None = None
+
+
+class JobDetail(JobStatus):
+    spec: JobSpec
+    tasks: list[TaskStatus] = Field(default_factory=list)
+    children: list[str] = Field(default_factory=list)
+
+
+class JobList(WireModel):
+    jobs: list[JobStatus]
+    total: int
+    offset: int = 0
+
+
+class SubmitResponse(WireModel):
+    job_id: str
+
+
+class StopResponse(WireModel):
+    job_id: str
+    state: JobState
+
+
+class LogLine(WireModel):
+    ts: float
+    stream: Literal["stdout", "stderr", "system"]
+    line: str
+    task_index: int | None = None
+
+
+class LogsResponse(WireModel):
+    lines: list[LogLine]
+    next_offset: int = 0
+    complete: bool = False
+
+
+# ---------------------------------------------------------------- workers
+
+
+class WorkerHealth(WireModel):
+    healthy: bool = True
+    error: str | None = None
+    running_attempts: int = 0
+    cpu_percent: float = 0.0
+    memory_used_bytes: int = 0
+    disk_free_bytes: int = 0
+
+
+class RegisterRequest(WireModel):
+    worker_id: str | None = Field(default=None, pattern=r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
+    address: str = Field(min_length=3, max_length=255)
+    capacity: ResourceSpec
+    attributes: dict[str, str] = Field(default_factory=dict)
+    slice_id: str | None = None
+    scale_group: str | None = None
+
+
+class RegisterResponse(WireModel):
+    worker_id: str
+    accepted: bool = True
+    reconcile_interval_s: float = 1.0
+
+
+class WorkerInfo(WireModel):
+    worker_id: str
+    address: str
+    status: WorkerStatus
+    capacity: ResourceSpec
+    used: ResourceSpec
+    attributes: dict[str, str] = Field(default_factory=dict)
+    registered_at: float
+    last_contact_at: float | None = None
+    consecutive_failures: int = 0
+    running_tasks: list[str] = Field(default_factory=list)
+    slice_id: str | None = None
+    scale_group: str | None = None
+    health: WorkerHealth | None = None
+
+
+class WorkerList(WireModel):
+    workers: list[WorkerInfo]
+
+
+class RunSpec(WireModel):
+    """Everything a worker needs to start one attempt (sent only on the dispatch tick)."""
+
+    attempt_uid: str
+    attempt_number: int
+    job_id: str
+    task_id: str
+    task_index: int
+    entrypoint: Entrypoint
+    resources: ResourceSpec
+    env: dict[str, str] = Field(default_factory=dict)
+    environment: EnvironmentSpec | None = None
+    timeout_s: float | None = None
+    ports: list[str] = Field(default_factory=list)
+    bundle_id: str | None = None
+    # Job-level facts a backend may need to place the attempt (the Kubernetes backend does).
+    priority: PriorityBand = PriorityBand.INTERACTIVE
+    constraints: list[Constraint] = Field(default_factory=list)
+    replicas: int = 1
+    coscheduling: CoschedulingConfig | None = None
+    user: str = ""
+
+
+class DesiredAttempt(WireModel):
+    """One entry of the complete desired set: run (with the spec on the first call) or stop."""
+
+    attempt_uid: str
+    intent: Literal["run", "stop"]
+    spec: RunSpec | None = None
+    stop_reason: StopReason | None = None
+
+
+class ReconcileRequest(WireModel):
+    worker_id: str
+    attempts: list[DesiredAttempt]
+
+
+class AttemptObservation(WireModel):
+    attempt_uid: str
+    state: TaskState
+    exit_code: int | None = None
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    # The process tree is confirmed gone (or never existed): its resources may be reused.
+    runtime_released: bool = False
+    # A human-readable detail for the user, e.g. why a pod is still pending.
+    message: str | None = None
+
+
+class ReconcileResponse(WireModel):
+    worker_id: str
+    observations: list[AttemptObservation]
+    health: WorkerHealth
+
+
+class NudgeRequest(WireModel):
+    worker_id: str
+
+
+# ---------------------------------------------------------------- cluster
+
+
+class DashboardInfo(WireModel):
+    name: str
+    capabilities: list[str]
+
+
+class ClusterStatus(WireModel):
+    backend_id: str
+    kind: str
+    display_name: str
+    capabilities: list[str]
+    version: str
+    uptime_s: float
+    jobs_by_state: dict[str, int] = Field(default_factory=dict)
+    tasks_by_state: dict[str, int] = Field(default_factory=dict)
+    workers_by_status: dict[str, int] = Field(default_factory=dict)
+    dashboard_url: str | None = None

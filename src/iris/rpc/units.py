@@ -1,0 +1,75 @@
+"""Parsing of human resource quantities: "2GB", "512Mi", "500m", 1.5."""
+
+from __future__ import annotations
+
+import re
+
+_MEMORY_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1000,
+    "kb": 1000,
+    "m": 1000**2,
+    "mb": 1000**2,
+    "g": 1000**3,
+    "gb": 1000**3,
+    "t": 1000**4,
+    "tb": 1000**4,
+    "ki": 1024,
+    "kib": 1024,
+    "mi": 1024**2,
+    "mib": 1024**2,
+    "gi": 1024**3,
+    "gib": 1024**3,
+    "ti": 1024**4,
+    "tib": 1024**4,
+}
+_QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_bytes(value: int | float | str) -> int:
+    """Parse a memory or disk size into bytes; raises ValueError with a readable message."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"size must not be negative: {value!r}")
+        return int(value)
+    match = _QUANTITY.match(str(value))
+    if not match or match.group(2).lower() not in _MEMORY_UNITS:
+        raise ValueError(f"not a size: {value!r} (use e.g. 512MB, 2GB, 1Gi)")
+    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
+
+
+def parse_cpu_millicores(value: int | float | str) -> int:
+    """Parse a cpu amount (cores as a number, or "500m") into millicores."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a cpu amount: {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"cpu must not be negative: {value!r}")
+        return round(value * 1000)
+    text = str(value).strip()
+    try:
+        if text.endswith("m"):
+            millis = int(text[:-1])
+        else:
+            millis = round(float(text) * 1000)
+    except ValueError:
+        raise ValueError(f"not a cpu amount: {value!r} (use e.g. 1, 0.5 or 500m)") from None
+    if millis < 0:
+        raise ValueError(f"cpu must not be negative: {value!r}")
+    return millis
+
+
+def format_bytes(n: int) -> str:
+    for unit, size in (("TB", 1000**4), ("GB", 1000**3), ("MB", 1000**2), ("KB", 1000)):
+        if n >= size:
+            return f"{n / size:.3g}{unit}"
+    return f"{n}B"
+
+
+def format_cpu(millicores: int) -> str:
+    if millicores % 1000 == 0:
+        return str(millicores // 1000)
+    return f"{millicores / 1000:g}"
