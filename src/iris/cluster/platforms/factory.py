@@ -1,0 +1,30 @@
+"""Build the platform a cluster config names."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from iris.cluster.config import PlatformConfig
+from iris.cluster.platforms.base import Platform
+from iris.cluster.platforms.fake import FakePlatform
+from iris.cluster.platforms.local import LocalPlatform
+from iris.cluster.platforms.manual import ManualPlatform
+
+
+def make_platform(
+    config: PlatformConfig,
+    state_dir: str | Path,
+    *,
+    registered_workers: Callable[[], Iterable[tuple[str, str]]] = lambda: (),
+    clock: Callable[[], float] = time.time,
+) -> Platform:
+    """``state_dir`` is where the local platform keeps slice records and worker logs;
+    ``registered_workers`` feeds the manual platform's view of which hosts have a worker."""
+    if config.kind == "local":
+        return LocalPlatform(state_dir, clock=clock)
+    if config.kind == "manual":
+        assert config.manual is not None  # guaranteed by PlatformConfig validation
+        return ManualPlatform(config.manual.hosts, registered_workers, clock=clock)
+    return FakePlatform(clock=clock)
