@@ -170,7 +170,9 @@ class JobSpec(WireModel):
     parent_job_id: str | None = None
     ports: list[str] = Field(default_factory=list)
     bundle_id: str | None = None
-    existing_job_policy: Literal["error", "keep", "replace"] = "error"
+    # What to do when a job of this name exists: replace it if finished (else error), always
+    # error, or keep the existing job and return its id.
+    existing_job_policy: Literal["replace_finished", "error", "keep"] = "replace_finished"
 
     @field_validator("env")
     @classmethod

@@ -1,0 +1,3 @@
+from iris.cluster.controller.main import main
+
+main()

@@ -1,0 +1,191 @@
+"""ControllerDB: the controller's SQLite store (WAL mode, versioned migrations).
+
+Only the controller process touches this file. All access goes through one connection guarded
+by a lock: the control loop and the API threads take turns, and every multi-row change is one
+transaction (``with db.transaction() as cur: ...``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+MIGRATIONS: list[str] = [
+    # 1: jobs, tasks, attempts, the worker store and events
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE jobs (
+        job_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        user TEXT NOT NULL,
+        parent_job_id TEXT,
+        root_job_id TEXT NOT NULL,
+        depth INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        priority TEXT NOT NULL,
+        replicas INTEGER NOT NULL,
+        spec_json TEXT NOT NULL,
+        submitted_at REAL NOT NULL,
+        root_submitted_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        scheduling_deadline REAL,
+        error TEXT,
+        exit_code INTEGER,
+        failed_attempts INTEGER NOT NULL DEFAULT 0,
+        pending_reason TEXT,
+        cpu_millicores INTEGER NOT NULL DEFAULT 0,
+        memory_bytes INTEGER NOT NULL DEFAULT 0,
+        disk_bytes INTEGER NOT NULL DEFAULT 0,
+        device_type TEXT NOT NULL DEFAULT '',
+        device_variant TEXT NOT NULL DEFAULT '',
+        device_count INTEGER NOT NULL DEFAULT 0,
+        group_by TEXT,
+        timeout_s REAL
+    );
+    CREATE INDEX jobs_state ON jobs(state);
+    CREATE INDEX jobs_parent ON jobs(parent_job_id);
+    CREATE INDEX jobs_submitted ON jobs(submitted_at);
+    CREATE INDEX jobs_user ON jobs(user);
+    CREATE TABLE tasks (
+        task_id TEXT PRIMARY KEY,
+        job_id TEXT NOT NULL,
+        task_index INTEGER NOT NULL,
+        state TEXT NOT NULL,
+        current_attempt_uid TEXT,
+        worker_id TEXT,
+        failure_count INTEGER NOT NULL DEFAULT 0,
+        preemption_count INTEGER NOT NULL DEFAULT 0,
+        exit_code INTEGER,
+        error TEXT,
+        pending_reason TEXT,
+        started_at REAL,
+        finished_at REAL
+    );
+    CREATE INDEX tasks_job ON tasks(job_id, task_index);
+    CREATE INDEX tasks_state ON tasks(state);
+    CREATE TABLE attempts (
+        attempt_uid TEXT PRIMARY KEY,
+        task_id TEXT NOT NULL,
+        attempt_number INTEGER NOT NULL,
+        worker_id TEXT,
+        state TEXT NOT NULL,
+        stop_reason TEXT,
+        released INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL,
+        started_at REAL,
+        finished_at REAL,
+        exit_code INTEGER,
+        error TEXT,
+        message TEXT
+    );
+    CREATE INDEX attempts_task ON attempts(task_id, attempt_number);
+    CREATE INDEX attempts_live ON attempts(worker_id) WHERE released = 0;
+    CREATE TABLE workers (
+        worker_id TEXT PRIMARY KEY,
+        address TEXT NOT NULL,
+        capacity_json TEXT NOT NULL,
+        slice_id TEXT,
+        scale_group TEXT,
+        registered_at REAL NOT NULL,
+        last_contact_at REAL,
+        active INTEGER NOT NULL DEFAULT 1,
+        health_json TEXT
+    );
+    CREATE TABLE worker_attributes (
+        worker_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (worker_id, key)
+    );
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts REAL NOT NULL,
+        kind TEXT NOT NULL,
+        job_id TEXT,
+        task_id TEXT,
+        attempt_uid TEXT,
+        worker_id TEXT,
+        message TEXT NOT NULL
+    );
+    CREATE INDEX events_job ON events(job_id, id);
+    """,
+]
+
+
+class ControllerDB:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        self._lock = threading.RLock()
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.execute("PRAGMA synchronous=NORMAL")
+        self._conn.execute("PRAGMA foreign_keys=OFF")
+        self._conn.execute("PRAGMA cache_size=-65536")
+        self._migrate()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The raw connection, for modules that own their own tables (the autoscaler store)."""
+        return self._conn
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._lock
+
+    def schema_version(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        with self._lock:
+            version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+            for number, script in enumerate(MIGRATIONS, start=1):
+                if number <= version:
+                    continue
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    for statement in script.split(";"):
+                        if statement.strip():
+                            self._conn.execute(statement)
+                    self._conn.execute(f"PRAGMA user_version={number}")
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Cursor]:
+        with self._lock:
+            cur = self._conn.cursor()
+            cur.execute("BEGIN IMMEDIATE")
+            try:
+                yield cur
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            else:
+                cur.execute("COMMIT")
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Cursor]:
+        with self._lock:
+            yield self._conn.cursor()
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(self.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        return total
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,242 @@
+"""The controller's HTTP/JSON API (FastAPI). The dashboard and the CLI use exactly this surface.
+
+Job and task ids are paths (``/alice/train/0``); they appear in URLs without the leading slash,
+and custom methods follow a colon: ``POST /api/v1/jobs/alice/train:stop``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+
+from iris import __version__
+from iris.cluster.controller import store, views
+from iris.cluster.controller.backend import BackendKind, dashboard_backend_descriptor
+from iris.cluster.controller.controller import Controller
+from iris.rpc.enums import TaskState
+from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError, NotFound, NotImplementedForBackend
+from iris.rpc.models import (
+    ClusterStatus,
+    DashboardInfo,
+    JobDetail,
+    JobList,
+    JobSpec,
+    LogsResponse,
+    RegisterRequest,
+    RegisterResponse,
+    StopResponse,
+    SubmitResponse,
+    WorkerInfo,
+    WorkerList,
+    WorkerStatus,
+)
+
+log = logging.getLogger("iris.service")
+
+
+def _job_id(path: str) -> str:
+    path = path.strip("/")
+    if not path:
+        raise InvalidArgument("missing job id")
+    return "/" + path
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path"))
+        msg = str(err.get("msg", "invalid"))
+        msg = msg.removeprefix("Value error, ")
+        parts.append(f"{loc}: {msg}" if loc else msg)
+    return "invalid request: " + "; ".join(parts)
+
+
+def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> FastAPI:
+    app = FastAPI(title="Iris controller", version=__version__, description="Submit, watch and stop jobs.")
+    kind = controller.backend_descriptor.kind
+
+    @app.exception_handler(IrisError)
+    async def _iris_error(_: Request, exc: IrisError) -> JSONResponse:
+        return JSONResponse(status_code=exc.status_code, content={"error": {"code": exc.code, "message": exc.message}})
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(status_code=400, content={"error": {"code": "invalid_argument", "message": _validation_message(exc)}})
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error")
+        return JSONResponse(status_code=500, content={"error": {"code": "internal", "message": f"internal error: {type(exc).__name__}"}})
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, object]:
+        return {"ok": True, "version": __version__}
+
+    @app.get("/api/v1/cluster", response_model=ClusterStatus)
+    def cluster_status(request: Request) -> ClusterStatus:
+        d = controller.backend_descriptor
+        dash = dashboard_backend_descriptor(controller)
+        with controller.db.read() as cur:
+            jobs = store.job_counts(cur)
+            tasks = store.task_counts(cur)
+        workers: dict[str, int] = {}
+        if kind is BackendKind.WORKER:
+            with controller.db.read() as cur:
+                for w in store.list_workers(cur):
+                    s = controller.health.status(w.worker_id).value
+                    workers[s] = workers.get(s, 0) + 1
+        return ClusterStatus(
+            backend_id=d.backend_id,
+            kind=d.kind.value,
+            display_name=d.display_name,
+            capabilities=dash.capabilities,
+            version=__version__,
+            uptime_s=controller.clock() - controller.started_at,
+            jobs_by_state=jobs,
+            tasks_by_state=tasks,
+            workers_by_status=workers,
+            dashboard_url=str(request.base_url),
+        )
+
+    @app.get("/api/v1/dashboard", response_model=DashboardInfo)
+    def dashboard_info() -> DashboardInfo:
+        dash = dashboard_backend_descriptor(controller)
+        return DashboardInfo(name=dash.name, capabilities=dash.capabilities)
+
+    @app.get("/api/v1/stats")
+    def stats() -> dict[str, object]:
+        return {
+            "version": __version__,
+            "uptime_s": controller.clock() - controller.started_at,
+            "db_bytes": controller.db.size_bytes(),
+            "loop": dict(controller.round_stats),
+        }
+
+    @app.post("/api/v1/jobs", response_model=SubmitResponse)
+    def submit(spec: JobSpec) -> SubmitResponse:
+        return SubmitResponse(job_id=controller.submit(spec, user=spec.user))
+
+    @app.get("/api/v1/jobs", response_model=JobList)
+    def list_jobs(
+        state: list[str] = Query(default=[]),
+        user: str | None = None,
+        name: str | None = None,
+        parent: str | None = None,
+        roots: bool = False,
+        limit: int = Query(default=100, ge=1, le=1000),
+        offset: int = Query(default=0, ge=0),
+        sort: str = "submitted_at",
+        desc: bool = True,
+    ) -> JobList:
+        states = [s.upper() for s in state for s in s.split(",") if s]
+        with controller.db.read() as cur:
+            rows, total = store.list_jobs(
+                cur, states=states, user=user, name_contains=name, parent=_job_id(parent) if parent else None,
+                roots_only=roots, limit=limit, offset=offset, sort=sort, descending=desc,
+            )
+            counts = views.counts_for_jobs(cur, [r.job_id for r in rows])
+        return JobList(jobs=[views.job_status(r, counts[r.job_id]) for r in rows], total=total, offset=offset)
+
+    @app.post("/api/v1/jobs/{job_path:path}:stop", response_model=StopResponse)
+    def stop_job(job_path: str) -> StopResponse:
+        job_id = _job_id(job_path)
+        return StopResponse(job_id=job_id, state=controller.stop_job(job_id))
+
+    @app.get("/api/v1/jobs/{job_path:path}:events")
+    def job_events(job_path: str, limit: int = Query(default=200, ge=1, le=2000)) -> dict[str, object]:
+        job_id = _job_id(job_path)
+        with controller.db.read() as cur:
+            if store.get_job(cur, job_id) is None:
+                raise NotFound(f"job {job_id} does not exist")
+            rows = store.job_events(cur, job_id, limit)
+        return {"events": [dict(r) for r in rows]}
+
+    @app.get("/api/v1/jobs/{job_path:path}", response_model=JobDetail)
+    def get_job(job_path: str) -> JobDetail:
+        job_id = _job_id(job_path)
+        with controller.db.read() as cur:
+            row = store.get_job(cur, job_id)
+            if row is None:
+                raise NotFound(f"job {job_id} does not exist")
+            return views.job_detail(cur, row)
+
+    @app.get("/api/v1/tasks/{task_path:path}:logs", response_model=LogsResponse)
+    def task_logs(
+        task_path: str,
+        offset: int = Query(default=0, ge=0),
+        limit: int = Query(default=1000, ge=1, le=10_000),
+        attempt: str | None = None,
+    ) -> LogsResponse:
+        task_id = _job_id(task_path)
+        try:
+            target, uid = controller.task_target(task_id, attempt)
+        except FailedPrecondition:
+            with controller.db.read() as cur:
+                row = store.get_task(cur, task_id)
+            if row is not None and row["current_attempt_uid"] is None:
+                return LogsResponse(lines=[], next_offset=0, complete=TaskState(row["state"]) is not TaskState.PENDING)
+            raise
+        if target.address is not None:
+            assert controller.worker_rpc is not None
+            return controller.worker_rpc.read_logs(target.address, uid, offset=offset, limit=limit)
+        if controller.pod_backend is None:
+            raise NotImplementedForBackend("this controller has no pod backend connected")
+        return controller.pod_backend.read_logs(target, task_id, offset=offset, limit=limit)  # type: ignore[attr-defined]
+
+    @app.post("/api/v1/workers/register", response_model=RegisterResponse)
+    def register(req: RegisterRequest) -> RegisterResponse:
+        return controller.register_worker(req)
+
+    @app.post("/api/v1/workers/{worker_id}/nudge", status_code=204)
+    def nudge(worker_id: str) -> Response:
+        if not controller.nudge(worker_id):
+            raise NotFound(f"worker {worker_id} is not registered")
+        return Response(status_code=204)
+
+    @app.get("/api/v1/workers", response_model=WorkerList)
+    def list_workers() -> WorkerList:
+        if kind is not BackendKind.WORKER:
+            raise NotImplementedForBackend(
+                "this controller runs the kubernetes backend: there is no worker store (see the cluster view)"
+            )
+        with controller.db.read() as cur:
+            workers = store.list_workers(cur)
+            usage = store.worker_usage(cur)
+        used: dict[str, dict[str, int]] = {}
+        running: dict[str, list[str]] = {}
+        for u in usage:
+            acc = used.setdefault(u["worker_id"], {"cpu_millicores": 0, "memory_bytes": 0, "disk_bytes": 0})
+            acc["cpu_millicores"] += u["cpu_millicores"]
+            acc["memory_bytes"] += u["memory_bytes"]
+            acc["disk_bytes"] += u["disk_bytes"]
+            running.setdefault(u["worker_id"], []).append(u["task_id"])
+        out = []
+        for w in workers:
+            out.append(
+                WorkerInfo(
+                    worker_id=w.worker_id,
+                    address=w.address,
+                    status=WorkerStatus(controller.health.status(w.worker_id).value),
+                    capacity=w.capacity,
+                    used=used.get(w.worker_id, {"cpu_millicores": 0, "memory_bytes": 0}),
+                    attributes=w.attributes,
+                    registered_at=w.registered_at,
+                    last_contact_at=controller.health.last_reached(w.worker_id) or w.last_contact_at,
+                    consecutive_failures=controller.health.consecutive_failures(w.worker_id),
+                    running_tasks=running.get(w.worker_id, []),
+                    slice_id=w.slice_id,
+                    scale_group=w.scale_group,
+                    health=w.health,
+                )
+            )
+        return WorkerList(workers=out)
+
+    if dashboard_dir is not None and dashboard_dir.exists():
+        from fastapi.staticfiles import StaticFiles
+
+        app.mount("/", StaticFiles(directory=str(dashboard_dir), html=True), name="dashboard")
+    return app

@@ -1,0 +1,99 @@
+"""Shape database rows into the wire views the API returns."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from iris.cluster.controller import store
+from iris.rpc.enums import TaskState
+from iris.rpc.models import AttemptStatus, JobDetail, JobStatus, TaskStatus
+
+
+def job_status(row: store.JobRow, counts: dict[str, int] | None = None) -> JobStatus:
+    spec = row.spec
+    return JobStatus(
+        job_id=row.job_id,
+        name=row.name,
+        user=row.user,
+        parent_job_id=row.parent_job_id,
+        state=row.state,
+        priority=row.priority,
+        replicas=row.replicas,
+        task_counts=counts or {},
+        submitted_at=row.submitted_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        exit_code=row.exit_code,
+        error=row.error,
+        entrypoint=spec.entrypoint.describe(),
+        resources=spec.resources,
+    )
+
+
+def task_statuses(cur: sqlite3.Cursor, rows: Sequence[sqlite3.Row], *, with_attempts: bool = True) -> list[TaskStatus]:
+    attempts = store.attempts_of_tasks(cur, [r["task_id"] for r in rows]) if with_attempts else {}
+    out = []
+    for r in rows:
+        atts = [
+            AttemptStatus(
+                attempt_number=a["attempt_number"],
+                attempt_uid=a["attempt_uid"],
+                state=TaskState(a["state"]),
+                worker_id=a["worker_id"],
+                worker_address=a["worker_address"],
+                created_at=a["created_at"],
+                started_at=a["started_at"],
+                finished_at=a["finished_at"],
+                exit_code=a["exit_code"],
+                error=a["error"] or a["message"],
+            )
+            for a in attempts.get(r["task_id"], [])
+        ]
+        state = TaskState(r["state"])
+        out.append(
+            TaskStatus(
+                task_id=r["task_id"],
+                job_id=r["job_id"],
+                task_index=r["task_index"],
+                state=state,
+                attempt_count=len(atts),
+                current_attempt_uid=r["current_attempt_uid"],
+                worker_id=r["worker_id"],
+                exit_code=r["exit_code"],
+                error=r["error"],
+                pending_reason=r["pending_reason"] if state in (TaskState.PENDING, TaskState.ASSIGNED) else None,
+                failure_count=r["failure_count"],
+                preemption_count=r["preemption_count"],
+                started_at=r["started_at"],
+                finished_at=r["finished_at"],
+                attempts=atts,
+            )
+        )
+    return out
+
+
+def job_detail(cur: sqlite3.Cursor, row: store.JobRow) -> JobDetail:
+    rows = store.tasks_of_job(cur, row.job_id)
+    tasks = task_statuses(cur, rows)
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.state.value] = counts.get(t.state.value, 0) + 1
+    base = job_status(row, counts)
+    pending = next((t.pending_reason for t in tasks if t.pending_reason), None)
+    return JobDetail(
+        **{**base.model_dump(), "pending_reason": pending},
+        spec=row.spec,
+        tasks=tasks,
+        children=store.children_of(cur, row.job_id),
+    )
+
+
+def counts_for_jobs(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {j: {} for j in job_ids}
+    for i in range(0, len(job_ids), 500):
+        chunk = list(job_ids[i : i + 500])
+        marks = ",".join("?" * len(chunk))
+        for r in cur.execute(f"SELECT job_id, state, count(*) FROM tasks WHERE job_id IN ({marks}) GROUP BY job_id, state", chunk):
+            out[r[0]][r[1]] = r[2]
+    return out

@@ -1,0 +1,94 @@
+"""WorkerHealthTracker: liveness from reconcile outcomes, reaping by wall-clock grace.
+
+A worker is reaped when it has failed at least ``min_failures`` consecutive reconciles AND has
+not been reached for ``grace_s`` seconds. The failure floor keeps one slow controller tick from
+reaping the whole fleet; the grace keeps the decision in seconds, not in tick counts.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from enum import StrEnum
+
+from iris.rpc.enums import WorkerStatus
+
+
+class HealthEvent(StrEnum):
+    REACHED = "REACHED"
+    UNREACHABLE = "UNREACHABLE"
+    BUILD_FAILED = "BUILD_FAILED"
+
+
+@dataclass
+class WorkerLiveness:
+    last_reached: float
+    consecutive_failures: int = 0
+    build_failures: int = 0
+
+
+class WorkerHealthTracker:
+    def __init__(self, *, grace_s: float = 10.0, min_failures: int = 3, build_failure_threshold: int = 10) -> None:
+        self.grace_s = grace_s
+        self.min_failures = min_failures
+        self.build_failure_threshold = build_failure_threshold
+        self._workers: dict[str, WorkerLiveness] = {}
+        self._lock = threading.Lock()
+
+    def register(self, worker_id: str, now: float) -> None:
+        """Seed or refresh liveness; only registration may create an entry."""
+        with self._lock:
+            entry = self._workers.get(worker_id)
+            if entry is None:
+                self._workers[worker_id] = WorkerLiveness(last_reached=now)
+            else:
+                entry.last_reached = now
+                entry.consecutive_failures = 0
+
+    def apply(self, worker_id: str, event: HealthEvent, now: float) -> None:
+        with self._lock:
+            entry = self._workers.get(worker_id)
+            if entry is None:
+                return  # an unknown (forgotten) worker is never resurrected by a report
+            if event is HealthEvent.REACHED:
+                entry.last_reached = now
+                entry.consecutive_failures = 0
+            elif event is HealthEvent.UNREACHABLE:
+                entry.consecutive_failures += 1
+            else:
+                entry.build_failures += 1
+
+    def forget(self, worker_id: str) -> None:
+        with self._lock:
+            self._workers.pop(worker_id, None)
+
+    def known(self, worker_id: str) -> bool:
+        with self._lock:
+            return worker_id in self._workers
+
+    def status(self, worker_id: str) -> WorkerStatus:
+        with self._lock:
+            entry = self._workers.get(worker_id)
+            if entry is None:
+                return WorkerStatus.DEAD
+            return WorkerStatus.DEGRADED if entry.consecutive_failures else WorkerStatus.HEALTHY
+
+    def consecutive_failures(self, worker_id: str) -> int:
+        with self._lock:
+            entry = self._workers.get(worker_id)
+            return entry.consecutive_failures if entry else 0
+
+    def last_reached(self, worker_id: str) -> float | None:
+        with self._lock:
+            entry = self._workers.get(worker_id)
+            return entry.last_reached if entry else None
+
+    def over_threshold(self, now: float) -> list[str]:
+        """Workers to reap now."""
+        with self._lock:
+            return [
+                worker_id
+                for worker_id, e in self._workers.items()
+                if (e.consecutive_failures >= self.min_failures and now - e.last_reached >= self.grace_s)
+                or e.build_failures >= self.build_failure_threshold
+            ]
