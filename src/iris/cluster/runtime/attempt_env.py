@@ -1,0 +1,61 @@
+"""The environment and named ports an attempt process starts with."""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Iterable, Mapping
+
+from iris.rpc.models import RunSpec
+
+_NOT_ENV_SAFE = re.compile(r"[^A-Z0-9_]")
+
+
+def port_env_name(port_name: str) -> str:
+    """``IRIS_PORT_<NAME>``: upper case, anything outside [A-Z0-9_] becomes '_'."""
+    return "IRIS_PORT_" + _NOT_ENV_SAFE.sub("_", port_name.upper())
+
+
+def build_attempt_env(
+    base: Mapping[str, str],
+    spec: RunSpec,
+    *,
+    controller_url: str,
+    worker_id: str,
+    ports: Mapping[str, int],
+) -> dict[str, str]:
+    """Worker env, then job env, then the IRIS_* contract (which a job cannot override)."""
+    env = dict(base)
+    env.update(spec.env)
+    if spec.environment is not None:
+        env.update(spec.environment.env_vars)
+    env.update(
+        {
+            "IRIS_CONTROLLER_URL": controller_url,
+            "IRIS_JOB_ID": spec.job_id,
+            "IRIS_TASK_ID": spec.task_id,
+            "IRIS_TASK_INDEX": str(spec.task_index),
+            "IRIS_ATTEMPT_UID": spec.attempt_uid,
+            "IRIS_ATTEMPT_NUMBER": str(spec.attempt_number),
+            "IRIS_WORKER_ID": worker_id,
+        }
+    )
+    for name, port in ports.items():
+        env[port_env_name(name)] = str(port)
+    return env
+
+
+def allocate_ports(names: Iterable[str], taken: set[int]) -> dict[str, int]:
+    """A free TCP port per name, distinct from ``taken`` (ports held by this worker's live attempts)."""
+    ports: dict[str, int] = {}
+    for name in names:
+        if name in ports:
+            continue
+        while True:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind(("", 0))
+                port = sock.getsockname()[1]
+            if port not in taken and port not in ports.values():
+                ports[name] = port
+                break
+    return ports

@@ -1,0 +1,102 @@
+"""Per-attempt log: one JSON-lines file, ``{"ts", "stream", "line"}`` per line, paged by line offset."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+Stream = Literal["stdout", "stderr", "system"]
+
+# A line longer than this is cut into several log lines (a process printing without newlines
+# must not grow the worker's memory without bound).
+MAX_LINE_BYTES = 64 * 1024
+
+
+def _encode(ts: float, stream: str, text: str) -> bytes:
+    return b'{"ts":%.6f,"stream":"%s","line":%s}\n' % (ts, stream.encode(), json.dumps(text).encode())
+
+
+class AttemptLogWriter:
+    """Turns raw pipe chunks into timestamped lines. Thread-safe: output and system events interleave."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._file = open(path, "ab")  # noqa: SIM115 - closed by close()
+        self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
+        self._lock = threading.Lock()
+
+    def feed(self, stream: Stream, data: bytes) -> None:
+        ts = time.time()
+        with self._lock:
+            buf = self._partial[stream] + data
+            *complete, rest = buf.split(b"\n")
+            out = [self._encode_line(ts, stream, line) for line in complete]
+            while len(rest) > MAX_LINE_BYTES:
+                out.append(self._encode_line(ts, stream, rest[:MAX_LINE_BYTES]))
+                rest = rest[MAX_LINE_BYTES:]
+            self._partial[stream] = rest
+            if out:
+                self._write(b"".join(out))
+
+    def end_stream(self, stream: Stream) -> None:
+        """The pipe closed: a last line without a newline still counts."""
+        with self._lock:
+            rest = self._partial.get(stream, b"")
+            self._partial[stream] = b""
+            if rest:
+                self._write(self._encode_line(time.time(), stream, rest))
+
+    def system(self, text: str) -> None:
+        with self._lock:
+            self._write(_encode(time.time(), "system", text))
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    @staticmethod
+    def _encode_line(ts: float, stream: str, raw: bytes) -> bytes:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        return _encode(ts, stream, raw.decode("utf-8", errors="replace"))
+
+    def _write(self, data: bytes) -> None:
+        if self._file.closed:
+            return
+        self._file.write(data)
+        self._file.flush()
+
+
+@dataclass(frozen=True, slots=True)
+class LogPage:
+    lines: list[dict]
+    next_offset: int
+    # No complete line exists past next_offset (at the time of reading).
+    at_end: bool
+
+
+def read_log_page(path: Path, offset: int, limit: int) -> LogPage:
+    """Lines [offset, offset+limit) of a log; a trailing half-written line is never returned."""
+    lines: list[dict] = []
+    index = 0
+    at_end = True
+    try:
+        f = open(path, "rb")  # noqa: SIM115
+    except FileNotFoundError:
+        return LogPage([], offset, True)
+    with f:
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                break
+            if index >= offset:
+                if len(lines) >= limit:
+                    at_end = False
+                    break
+                lines.append(json.loads(raw))
+            index += 1
+    return LogPage(lines, offset + len(lines), at_end)

@@ -1,0 +1,154 @@
+"""One cheap pass over /proc: pid -> (ppid, pgid, rss, start time), and tree queries over it.
+
+The memory monitor samples every running attempt from ONE scan per tick, so reading
+``/proc/<pid>/stat`` directly (one small read per process) beats asking psutil per process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcInfo:
+    pid: int
+    ppid: int
+    pgid: int
+    rss_bytes: int
+    # Clock ticks since boot at which the process started: with the pid, a process identity.
+    start_ticks: int
+
+
+ProcTable = Mapping[int, ProcInfo]
+
+
+def read_proc(pid: int) -> ProcInfo | None:
+    """The stat line of one process, or None if it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # The command name may contain spaces and parentheses: fields start after the LAST ')'.
+    fields = raw[raw.rfind(b")") + 2 :].split()
+    try:
+        return ProcInfo(
+            pid=pid,
+            ppid=int(fields[1]),
+            pgid=int(fields[2]),
+            rss_bytes=int(fields[21]) * _PAGE_SIZE,
+            start_ticks=int(fields[19]),
+        )
+    except (IndexError, ValueError):
+        return None
+
+
+def scan_process_table() -> dict[int, ProcInfo]:
+    table: dict[int, ProcInfo] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            info = read_proc(int(name))
+            if info is not None:
+                table[info.pid] = info
+    return table
+
+
+def boot_id() -> str:
+    """Changes at every reboot: start ticks from another boot never identify a live process."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def process_tree(table: ProcTable, root_pid: int, pgid: int) -> set[int]:
+    """Every live process of an attempt: its process group plus all descendants of its root."""
+    children: dict[int, list[int]] = {}
+    members: list[int] = []
+    for info in table.values():
+        children.setdefault(info.ppid, []).append(info.pid)
+        if info.pgid == pgid:
+            members.append(info.pid)
+    found: set[int] = set()
+    stack = [root_pid, *members] if root_pid in table else members
+    while stack:
+        pid = stack.pop()
+        if pid in found:
+            continue
+        found.add(pid)
+        stack.extend(children.get(pid, ()))
+    return found
+
+
+def tree_rss(table: ProcTable, pids: Iterable[int]) -> int:
+    return sum(table[pid].rss_bytes for pid in pids if pid in table)
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def signal_identified(targets: Mapping[int, int], sig: int) -> None:
+    """Signal pids whose start time still matches: a reused pid is never hit."""
+    for pid, start_ticks in targets.items():
+        info = read_proc(pid)
+        if info is not None and info.start_ticks == start_ticks:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def pipe_holders(inodes: set[int]) -> set[int]:
+    """Processes holding an fd on one of these pipes (finds escapees that left the tree)."""
+    wanted = {f"pipe:[{inode}]" for inode in inodes}
+    me = os.getpid()
+    holders: set[int] = set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        fd_dir = f"/proc/{name}/fd"
+        try:
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"{fd_dir}/{fd}") in wanted:
+                    holders.add(int(name))
+                    break
+            except OSError:
+                continue
+    return holders
+
+
+def read_environ(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    env: dict[str, str] = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep:
+            env[key.decode(errors="replace")] = value.decode(errors="replace")
+    return env

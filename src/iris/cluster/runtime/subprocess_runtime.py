@@ -1,0 +1,601 @@
+"""Runs task attempts as local process trees: one process group per attempt, whole-tree kills,
+memory and time limits, JSON-lines logs, and a callback on every state change.
+
+Threads: one ``IoLoop`` (all pipes and exits), one monitor (memory, timeouts, kill escalation,
+release checks, retention), shared by every attempt. ``start`` runs on the caller's thread.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env
+from iris.cluster.runtime.attempt_log import AttemptLogWriter, read_log_page
+from iris.cluster.runtime.io_loop import IoLoop
+from iris.cluster.runtime.pid_records import (
+    PidRecord,
+    kill_leftover_trees,
+    remove_pid_record,
+    write_pid_record,
+)
+from iris.cluster.runtime.policy import KillReason, LimitView, decide_enforcements, final_outcome
+from iris.cluster.runtime.proc_table import (
+    ProcTable,
+    boot_id,
+    group_alive,
+    pipe_holders,
+    process_tree,
+    read_proc,
+    scan_process_table,
+    signal_group,
+    signal_identified,
+    tree_rss,
+)
+from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
+from iris.rpc.errors import NotFound
+from iris.rpc.models import LogLine, LogsResponse, RunSpec
+
+logger = logging.getLogger(__name__)
+
+# Attempt uids become directory names: only plain names are accepted.
+SAFE_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+CALLABLE_RUNNER_MODULE = "iris.cluster.worker.callable_runner"
+_READ_CHUNK = 65536
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptSnapshot:
+    attempt_uid: str
+    state: TaskState
+    exit_code: int | None = None
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    # The process tree is confirmed gone (or never existed).
+    runtime_released: bool = False
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_TASK_STATES
+
+
+class _Attempt:
+    """Mutable record of one attempt; fields are guarded by the runtime's lock."""
+
+    def __init__(self, uid: str, spec: RunSpec | None, directory: Path | None) -> None:
+        self.uid = uid
+        self.spec = spec
+        self.dir = directory
+        self.log: AttemptLogWriter | None = None
+        self.state = TaskState.BUILDING
+        self.exit_code: int | None = None
+        self.error: str | None = None
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+        self.released = False
+        self.popen: subprocess.Popen[bytes] | None = None
+        self.pgid = 0
+        self.ports: dict[str, int] = {}
+        self.open_fds: dict[int, Literal["stdout", "stderr"]] = {}
+        self.pipe_inodes: set[int] = set()
+        self.returncode: int | None = None
+        self.kill_reason: KillReason | None = None
+        self.kill_message: str | None = None
+        self.escalate_at: float | None = None
+        self.deadline: float | None = None
+        self.memory_limit = 0
+        # Descendants seen outside the process group: pid -> start ticks (for safe signalling).
+        self.outsiders: dict[int, int] = {}
+        self.eof_deadline: float | None = None
+        self.holders_killed = False
+
+    def snapshot(self) -> AttemptSnapshot:
+        return AttemptSnapshot(
+            self.uid, self.state, self.exit_code, self.error, self.started_at, self.finished_at, self.released
+        )
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_TASK_STATES
+
+
+class SubprocessRuntime:
+    """Starts, watches and kills attempts under ``<state_dir>/attempts/<uid>``.
+
+    ``on_change(attempt_uid)`` is called (from any runtime thread, keep it cheap) whenever an
+    attempt's observable state changes: started, finished, or its process tree released.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        worker_id: str,
+        controller_url: str,
+        on_change: Callable[[str], None] | None = None,
+        base_env: Mapping[str, str] | None = None,
+        kill_grace_s: float = 2.0,
+        eof_grace_s: float = 1.0,
+        monitor_interval_s: float = 0.15,
+        keep_finished: int = 2000,
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self.attempts_dir = self.state_dir / "attempts"
+        self.pids_dir = self.state_dir / "pids"
+        self.attempts_dir.mkdir(parents=True, exist_ok=True)
+        self.pids_dir.mkdir(parents=True, exist_ok=True)
+        self.worker_id = worker_id
+        self.controller_url = controller_url
+        self._on_change = on_change
+        self._base_env = dict(os.environ if base_env is None else base_env)
+        self._kill_grace_s = kill_grace_s
+        self._eof_grace_s = eof_grace_s
+        self._monitor_interval_s = monitor_interval_s
+        self._keep_finished = keep_finished
+        self._boot_id = boot_id()
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._attempts: dict[str, _Attempt] = {}
+        # Attempt dirs on disk, oldest first: retention deletes from the left.
+        self._retained: deque[str] = deque()
+        self._pinned: frozenset[str] = frozenset()
+        self._closing = False
+
+        self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
+        self._adopt_previous_logs()
+        self._io = IoLoop(name=f"iris-io-{worker_id}")
+        self._stop_monitor = threading.Event()
+        self._monitor = threading.Thread(
+            target=self._monitor_loop, name=f"iris-monitor-{worker_id}", daemon=True
+        )
+        self._monitor.start()
+
+    # ------------------------------------------------------------------ public API
+
+    def start(self, spec: RunSpec) -> AttemptSnapshot:
+        """Start an attempt (idempotent per uid). Returns once the process is running or failed to start."""
+        uid = spec.attempt_uid
+        if not SAFE_UID.match(uid):
+            return self.record_failure(uid, f"attempt uid {uid!r} is not a plain name")
+        if self._closing:
+            return self.record_failure(uid, "the worker is shutting down")
+        with self._lock:
+            existing = self._attempts.get(uid)
+            if existing is not None:
+                return existing.snapshot()
+            attempt = _Attempt(uid, spec, self.attempts_dir / uid)
+            self._attempts[uid] = attempt
+            taken = {port for a in self._attempts.values() if not a.terminal for port in a.ports.values()}
+        try:
+            self._launch(attempt, taken)
+        except Exception as exc:  # noqa: BLE001 - any start failure becomes a FAILED attempt
+            self._fail_start(attempt, exc)
+        self._notify(uid)
+        return attempt.snapshot()
+
+    def record_failure(self, attempt_uid: str, error: str) -> AttemptSnapshot:
+        """Remember an attempt that could not even be prepared, as FAILED and released."""
+        with self._lock:
+            existing = self._attempts.get(attempt_uid)
+            if existing is not None:
+                return existing.snapshot()
+            attempt = _Attempt(attempt_uid, None, None)
+            now = time.time()
+            attempt.state, attempt.error, attempt.finished_at, attempt.released = (
+                TaskState.FAILED,
+                error,
+                now,
+                True,
+            )
+            self._attempts[attempt_uid] = attempt
+            self._retained.append(attempt_uid)
+        self._notify(attempt_uid)
+        return attempt.snapshot()
+
+    def kill(self, attempt_uid: str, reason: KillReason, message: str | None = None) -> None:
+        """Kill the attempt's whole process tree (SIGTERM, SIGKILL after the grace). Idempotent."""
+        with self._lock:
+            attempt = self._attempts.get(attempt_uid)
+        if attempt is not None:
+            self._kill(attempt, reason, message or _kill_text(reason))
+
+    def snapshot(self, attempt_uid: str) -> AttemptSnapshot | None:
+        with self._lock:
+            attempt = self._attempts.get(attempt_uid)
+            return attempt.snapshot() if attempt is not None else None
+
+    def snapshots(self) -> list[AttemptSnapshot]:
+        with self._lock:
+            return [a.snapshot() for a in self._attempts.values()]
+
+    def running_count(self) -> int:
+        with self._lock:
+            return sum(1 for a in self._attempts.values() if not a.terminal)
+
+    def pin(self, attempt_uids: frozenset[str]) -> None:
+        """Attempts the controller still asks about: retention never forgets these."""
+        self._pinned = attempt_uids
+
+    def read_logs(self, attempt_uid: str, offset: int = 0, limit: int = 1000) -> LogsResponse:
+        """A page of an attempt's log; raises NotFound for an attempt this worker never ran."""
+        if not SAFE_UID.match(attempt_uid):
+            raise NotFound(f"no attempt {attempt_uid!r} on worker {self.worker_id}")
+        with self._lock:
+            attempt = self._attempts.get(attempt_uid)
+            finished = attempt is None or attempt.terminal
+        path = self.attempts_dir / attempt_uid / "log.jsonl"
+        if attempt is None and not path.exists():
+            raise NotFound(f"no attempt {attempt_uid!r} on worker {self.worker_id}")
+        page = read_log_page(path, offset, limit)
+        return LogsResponse(
+            lines=[LogLine.model_construct(**line) for line in page.lines],
+            next_offset=page.next_offset,
+            complete=finished and page.at_end,
+        )
+
+    def wait_for(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Block until predicate() (checked at every state change) holds, or the timeout."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._changed.wait(min(remaining, 0.5))
+        return True
+
+    def shutdown(self) -> None:
+        """Kill every live attempt and stop the runtime's threads."""
+        with self._lock:
+            self._closing = True
+            live = [a for a in self._attempts.values() if not a.terminal]
+        for attempt in live:
+            self._kill(attempt, KillReason.SHUTDOWN, _kill_text(KillReason.SHUTDOWN))
+
+        def all_released() -> bool:
+            return all(a.terminal and a.released for a in self._attempts.values())
+
+        if not self.wait_for(all_released, self._kill_grace_s + self._eof_grace_s + 1.0):
+            for attempt in live:
+                if attempt.popen is not None:
+                    self._signal_tree(attempt, signal.SIGKILL)
+            self.wait_for(all_released, 2.0)
+        self._stop_monitor.set()
+        self._monitor.join(timeout=5)
+        self._io.stop()
+
+    # ------------------------------------------------------------------ starting
+
+    def _launch(self, attempt: _Attempt, taken_ports: set[int]) -> None:
+        spec = attempt.spec
+        assert spec is not None and attempt.dir is not None
+        if attempt.dir.exists():  # a re-dispatch of the same attempt after a worker restart
+            shutil.rmtree(attempt.dir, ignore_errors=True)
+        work_dir = attempt.dir / "work"
+        work_dir.mkdir(parents=True)
+        attempt.log = AttemptLogWriter(attempt.dir / "log.jsonl")
+        argv = self._argv(spec, attempt.dir)
+        ports = allocate_ports(spec.ports, taken_ports)
+        env = build_attempt_env(
+            self._base_env, spec, controller_url=self.controller_url, worker_id=self.worker_id, ports=ports
+        )
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            popen = subprocess.Popen(
+                argv,
+                cwd=work_dir,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out_w,
+                stderr=err_w,
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        try:
+            pidfd = os.pidfd_open(popen.pid)
+            info = read_proc(popen.pid)
+            record = PidRecord(attempt.uid, popen.pid, info.start_ticks if info else 0, self._boot_id)
+            write_pid_record(self.pids_dir, record)
+        except BaseException:
+            signal_group(popen.pid, signal.SIGKILL)
+            popen.wait()
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        attempt.log.system(f"started process {popen.pid}: {_describe(spec)}")
+        with self._lock:
+            attempt.popen = popen
+            attempt.pgid = popen.pid
+            attempt.ports = ports
+            attempt.open_fds = {out_r: "stdout", err_r: "stderr"}
+            attempt.pipe_inodes = {os.fstat(out_r).st_ino, os.fstat(err_r).st_ino}
+            attempt.state = TaskState.RUNNING
+            attempt.started_at = time.time()
+            attempt.memory_limit = spec.resources.memory_bytes
+            if spec.timeout_s:
+                attempt.deadline = time.monotonic() + spec.timeout_s
+            pending_kill = attempt.kill_reason
+        self._io.watch(out_r, lambda fd: self._on_output(attempt, fd))
+        self._io.watch(err_r, lambda fd: self._on_output(attempt, fd))
+        self._io.watch(pidfd, lambda fd: self._on_exit(attempt, fd))
+        if pending_kill is not None:  # killed while it was being started
+            self._signal_tree(attempt, signal.SIGKILL)
+
+    @staticmethod
+    def _argv(spec: RunSpec, attempt_dir: Path) -> list[str]:
+        if spec.entrypoint.kind == "command":
+            return list(spec.entrypoint.argv)
+        payload = attempt_dir / "callable.pkl"
+        payload.write_bytes(base64.b64decode(spec.entrypoint.callable_b64 or ""))
+        return [sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, str(payload)]
+
+    def _fail_start(self, attempt: _Attempt, exc: Exception) -> None:
+        if isinstance(exc, FileNotFoundError | NotADirectoryError):
+            code: int | None = 127
+        elif isinstance(exc, PermissionError):
+            code = 126
+        else:
+            code = None
+        error = f"could not start the process: {exc}"
+        if attempt.log is not None:
+            attempt.log.system(error)
+            attempt.log.close()
+        with self._lock:
+            attempt.state, attempt.exit_code, attempt.error = TaskState.FAILED, code, error
+            attempt.finished_at = time.time()
+            attempt.released = True
+            self._retained.append(attempt.uid)
+            self._changed.notify_all()
+
+    # ------------------------------------------------------------------ io loop side
+
+    def _on_output(self, attempt: _Attempt, fd: int) -> None:
+        try:
+            data = os.read(fd, _READ_CHUNK)
+        except OSError:
+            data = b""
+        stream = attempt.open_fds.get(fd)
+        if stream is None:
+            return
+        assert attempt.log is not None
+        if data:
+            attempt.log.feed(stream, data)
+            return
+        attempt.log.end_stream(stream)
+        self._io.forget(fd)
+        os.close(fd)
+        with self._lock:
+            attempt.open_fds.pop(fd, None)
+        self._maybe_finish(attempt)
+
+    def _on_exit(self, attempt: _Attempt, pidfd: int) -> None:
+        self._io.forget(pidfd)
+        os.close(pidfd)
+        assert attempt.popen is not None
+        returncode = attempt.popen.wait()
+        # The main process is gone: nothing of its tree may outlive it.
+        signal_group(attempt.pgid, signal.SIGKILL)
+        signal_identified(attempt.outsiders.copy(), signal.SIGKILL)
+        with self._lock:
+            attempt.returncode = returncode
+            attempt.eof_deadline = time.monotonic() + self._eof_grace_s
+        self._maybe_finish(attempt)
+
+    def _force_close_streams(self, attempt: _Attempt) -> None:
+        for fd, stream in list(attempt.open_fds.items()):
+            assert attempt.log is not None
+            attempt.log.end_stream(stream)
+            self._io.forget(fd)
+            os.close(fd)
+            with self._lock:
+                attempt.open_fds.pop(fd, None)
+        self._maybe_finish(attempt)
+
+    def _maybe_finish(self, attempt: _Attempt) -> None:
+        with self._lock:
+            if attempt.returncode is None or attempt.open_fds or attempt.terminal:
+                return
+        outcome = final_outcome(attempt.returncode, attempt.kill_reason, attempt.kill_message)
+        assert attempt.log is not None
+        summary = f"attempt {outcome.state.value}, exit code {outcome.exit_code}"
+        if outcome.error and not outcome.error.startswith("exited with code"):
+            summary += f": {outcome.error}"
+        attempt.log.system(summary)
+        attempt.log.close()
+        released = self._tree_gone(attempt)
+        with self._lock:
+            attempt.state, attempt.exit_code, attempt.error = outcome.state, outcome.exit_code, outcome.error
+            attempt.finished_at = time.time()
+            attempt.deadline = attempt.escalate_at = None
+            if released:
+                self._release_locked(attempt)
+            self._changed.notify_all()
+        self._notify(attempt.uid)
+
+    def _tree_gone(self, attempt: _Attempt) -> bool:
+        if group_alive(attempt.pgid):
+            return False
+        return all(
+            (info := read_proc(pid)) is None or info.start_ticks != ticks
+            for pid, ticks in attempt.outsiders.copy().items()
+        )
+
+    def _release_locked(self, attempt: _Attempt) -> None:
+        attempt.released = True
+        remove_pid_record(self.pids_dir, attempt.uid)
+        self._retained.append(attempt.uid)
+
+    # ------------------------------------------------------------------ killing
+
+    def _kill(self, attempt: _Attempt, reason: KillReason, message: str) -> None:
+        with self._lock:
+            if attempt.terminal or attempt.kill_reason is not None or attempt.returncode is not None:
+                return  # already ended (or ending on its own), or already being killed
+            attempt.kill_reason, attempt.kill_message = reason, message
+            if attempt.popen is None:
+                return  # still starting: ``_launch`` kills it as soon as it exists
+        if attempt.log is not None:
+            attempt.log.system(f"killing: {message}")
+        if reason is KillReason.OOM:
+            self._signal_tree(attempt, signal.SIGKILL)
+            return
+        self._signal_tree(attempt, signal.SIGTERM)
+        with self._lock:
+            attempt.escalate_at = time.monotonic() + self._kill_grace_s
+
+    def _signal_tree(self, attempt: _Attempt, sig: int, table: ProcTable | None = None) -> None:
+        """Signal the process group, and every descendant that left it (found now, via /proc)."""
+        popen = attempt.popen
+        if popen is None:
+            return
+        table = table if table is not None else scan_process_table()
+        self._note_outsiders(attempt, table, process_tree(table, popen.pid, attempt.pgid))
+        signal_group(attempt.pgid, sig)
+        signal_identified(attempt.outsiders.copy(), sig)
+
+    @staticmethod
+    def _note_outsiders(attempt: _Attempt, table: ProcTable, tree: set[int]) -> None:
+        for pid in tree:
+            info = table.get(pid)
+            if info is not None and info.pgid != attempt.pgid:
+                attempt.outsiders[pid] = info.start_ticks
+
+    # ------------------------------------------------------------------ monitor thread
+
+    def _monitor_loop(self) -> None:
+        while not self._stop_monitor.wait(self._monitor_interval_s):
+            try:
+                self._monitor_tick()
+            except Exception:
+                logger.exception("runtime monitor tick failed")
+
+    def _monitor_tick(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            live = [a for a in self._attempts.values() if a.state is TaskState.RUNNING]
+            unreleased = [a for a in self._attempts.values() if a.terminal and not a.released]
+        running = [a for a in live if a.returncode is None and a.popen is not None]
+        table: ProcTable | None = None
+        if any(a.memory_limit > 0 for a in running) or unreleased:
+            table = scan_process_table()
+        rss: dict[str, int] = {}
+        views = []
+        for attempt in running:
+            if attempt.memory_limit > 0 and table is not None:
+                assert attempt.popen is not None
+                tree = process_tree(table, attempt.popen.pid, attempt.pgid)
+                self._note_outsiders(attempt, table, tree)
+                rss[attempt.uid] = tree_rss(table, tree)
+            spec = attempt.spec
+            views.append(
+                LimitView(
+                    attempt.uid, attempt.memory_limit, attempt.deadline, spec.timeout_s if spec else None
+                )
+            )
+        by_uid = {a.uid: a for a in running}
+        for decision in decide_enforcements(views, rss, now):
+            self._kill(by_uid[decision.attempt_uid], decision.reason, decision.message)
+        for attempt in running:
+            if attempt.escalate_at is not None and now >= attempt.escalate_at:
+                attempt.escalate_at = None
+                if attempt.log is not None:
+                    attempt.log.system("still alive after the grace period: sending SIGKILL")
+                self._signal_tree(attempt, signal.SIGKILL, table)
+        for attempt in live:
+            if attempt.returncode is not None and attempt.open_fds and attempt.eof_deadline is not None:
+                if now >= attempt.eof_deadline:
+                    self._handle_stuck_pipes(attempt, now)
+        for attempt in unreleased:
+            if self._tree_gone(attempt):
+                with self._lock:
+                    self._release_locked(attempt)
+                    self._changed.notify_all()
+                self._notify(attempt.uid)
+        self._prune()
+
+    def _handle_stuck_pipes(self, attempt: _Attempt, now: float) -> None:
+        """The main process exited but something still holds its output pipes open."""
+        if not attempt.holders_killed:
+            attempt.holders_killed = True
+            for pid in pipe_holders(attempt.pipe_inodes):
+                info = read_proc(pid)
+                if info is not None:
+                    attempt.outsiders[pid] = info.start_ticks
+            signal_identified(attempt.outsiders.copy(), signal.SIGKILL)
+            attempt.eof_deadline = now + self._eof_grace_s
+            return
+        attempt.eof_deadline = None
+        self._io.call_soon(lambda: self._force_close_streams(attempt))
+
+    def _prune(self) -> None:
+        doomed: list[str] = []
+        with self._lock:
+            for _ in range(max(0, len(self._retained) - self._keep_finished)):
+                uid = self._retained.popleft()
+                if uid in self._pinned:
+                    self._retained.append(uid)
+                    continue
+                attempt = self._attempts.get(uid)
+                if attempt is not None and not (attempt.terminal and attempt.released):
+                    continue  # a newer run of the same uid: it re-enters the queue when it ends
+                self._attempts.pop(uid, None)
+                doomed.append(uid)
+        for uid in doomed:
+            if SAFE_UID.match(uid):
+                shutil.rmtree(self.attempts_dir / uid, ignore_errors=True)
+
+    def _adopt_previous_logs(self) -> None:
+        """Attempt dirs of a previous run stay readable (as finished logs) until retention drops them."""
+        previous = []
+        for path in self.attempts_dir.iterdir():
+            try:
+                previous.append((path.stat().st_mtime, path.name))
+            except OSError:
+                continue
+        self._retained.extend(name for _, name in sorted(previous))
+
+    def _notify(self, attempt_uid: str) -> None:
+        if self._on_change is not None:
+            try:
+                self._on_change(attempt_uid)
+            except Exception:
+                logger.exception("state-change callback failed")
+
+
+def _describe(spec: RunSpec) -> str:
+    if spec.entrypoint.kind == "command":
+        text = shlex.join(spec.entrypoint.argv)
+        return text if len(text) <= 500 else text[:497] + "..."
+    return "python callable"
+
+
+def _kill_text(reason: KillReason) -> str:
+    return {
+        KillReason.STOP: "stopped by the controller",
+        KillReason.ZOMBIE: "killed: the controller no longer wants this attempt",
+        KillReason.SHUTDOWN: "killed: the worker is shutting down",
+        KillReason.TIMEOUT: "timed out",
+        KillReason.OOM: "out of memory",
+    }[reason]
