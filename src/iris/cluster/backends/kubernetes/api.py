@@ -1,0 +1,223 @@
+"""The few Kubernetes API calls the backend makes, over lightkube, with pods as plain dicts.
+
+Everything above this module sees dicts shaped like the API's JSON; everything about
+connections, credentials, pagination and error shapes stays here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx2
+from lightkube import ApiError, Client, KubeConfig
+from lightkube.config.kubeconfig import SingleConfig
+from lightkube.config.models import User
+from lightkube.generic_resource import create_namespaced_resource
+from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.types import CascadeType
+
+from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+# Newest first: Kueue >= 0.15 stores v1beta2, older releases serve only v1beta1.
+KUEUE_VERSIONS = ("v1beta2", "v1beta1")
+_WORKLOADS = {v: create_namespaced_resource(KUEUE_GROUP, v, "Workload", "workloads") for v in KUEUE_VERSIONS}
+
+
+class KubeApiError(Exception):
+    """An API call failed; ``status`` is the HTTP status (0 when the server was not reached)."""
+
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+def load_kube_config(config: KubernetesBackendConfig) -> SingleConfig:
+    """Credentials and server address, the way kubectl would find them."""
+    if config.in_cluster:
+        kube = KubeConfig.from_service_account()
+    elif config.kubeconfig:
+        kube = KubeConfig.from_file(config.kubeconfig)
+    else:
+        kube = KubeConfig.from_env()
+    single = kube.get(context_name=config.context)
+    if single is None:
+        raise ValueError(f"kubeconfig has no context {config.context!r}")
+    if config.token:
+        single = single._replace(user=User(token=config.token))
+    elif single.user is None:
+        single = single._replace(user=User())
+    return single
+
+
+def _error(exc: Exception) -> KubeApiError:
+    if isinstance(exc, ApiError) and exc.status is not None:
+        status = exc.status
+        return KubeApiError(status.code or 0, status.reason or "", status.message or str(exc))
+    if isinstance(exc, httpx2.HTTPStatusError):
+        response = exc.response
+        reason, message = response.reason_phrase, response.text[:500]
+        try:
+            body = response.json()
+            reason, message = body.get("reason", reason), body.get("message", message)
+        except ValueError:
+            pass
+        return KubeApiError(response.status_code, reason, message)
+    return KubeApiError(0, type(exc).__name__, f"Kubernetes API unreachable: {exc}")
+
+
+class KubeApi:
+    """Namespaced access to pods (CRUD, logs, exec), plus read-only nodes, events and Kueue
+    Workloads. Thread-safe: one connection pool shared by concurrent calls."""
+
+    def __init__(self, config: KubernetesBackendConfig) -> None:
+        self.namespace = config.namespace
+        self._page = config.list_page_size
+        self._client = Client(
+            load_kube_config(config),
+            namespace=config.namespace,
+            timeout=httpx2.Timeout(config.request_timeout_s),
+            field_manager="iris",
+        )
+        self._kueue_version: str | None = None
+
+    @property
+    def server(self) -> str:
+        return self._client.config.cluster.server
+
+    def close(self) -> None:
+        self._client.close()
+
+    # ------------------------------------------------------------ pods
+
+    def list_pods(self, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """All pods matching ``labels``, read page by page (limit/continue)."""
+        for _ in range(3):
+            try:
+                pods = self._client.list(Pod, namespace=self.namespace, labels=labels, chunk_size=self._page)
+                return [p.to_dict() for p in pods]
+            except (ApiError, httpx2.HTTPError) as exc:
+                err = _error(exc)
+                if err.status != 410:  # 410: the continue token expired mid-listing; start over
+                    raise err from exc
+        raise KubeApiError(410, "Expired", "pod listing kept expiring; the API server is overloaded")
+
+    def create_pod(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        try:
+            return self._client.create(Pod.from_dict(manifest)).to_dict()
+        except (ApiError, httpx2.HTTPError) as exc:
+            raise _error(exc) from exc
+
+    def get_pod(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._client.get(Pod, name, namespace=self.namespace).to_dict()
+        except (ApiError, httpx2.HTTPError) as exc:
+            err = _error(exc)
+            if err.status == 404:
+                return None
+            raise err from exc
+
+    def delete_pod(self, name: str) -> bool:
+        """Delete (the kubelet gets the normal grace period); False if it was already gone."""
+        try:
+            self._client.delete(Pod, name, namespace=self.namespace, cascade=CascadeType.BACKGROUND)
+            return True
+        except (ApiError, httpx2.HTTPError) as exc:
+            err = _error(exc)
+            if err.status == 404:
+                return False
+            raise err from exc
+
+    def pod_log(self, name: str, container: str) -> list[str]:
+        """The container's whole log, each line prefixed by its RFC 3339 timestamp."""
+        try:
+            return list(
+                self._client.log(
+                    name, namespace=self.namespace, container=container, timestamps=True, newlines=False
+                )
+            )
+        except (ApiError, httpx2.HTTPError) as exc:
+            raise _error(exc) from exc
+
+    def follow_pod_log(self, name: str, container: str) -> Iterator[str]:
+        """Stream the log until the container ends (or the connection drops)."""
+        try:
+            yield from self._client.log(
+                name,
+                namespace=self.namespace,
+                container=container,
+                timestamps=True,
+                follow=True,
+                newlines=False,
+            )
+        except (ApiError, httpx2.HTTPError) as exc:
+            raise _error(exc) from exc
+
+    def exec(self, name: str, container: str, argv: list[str], timeout_s: float) -> ExecResult:
+        try:
+            response = self._client.exec(
+                name,
+                namespace=self.namespace,
+                container=container,
+                command=argv,
+                stdout=True,
+                stderr=True,
+                timeout=timeout_s,
+            )
+        except (ApiError, httpx2.HTTPError) as exc:
+            raise _error(exc) from exc
+        except Exception as exc:  # the websocket layer raises its own types
+            raise KubeApiError(0, type(exc).__name__, f"exec into pod {name} failed: {exc}") from exc
+        return ExecResult(
+            exit_code=response.exit_code, stdout=response.stdout or "", stderr=response.stderr or ""
+        )
+
+    # ------------------------------------------------------------ read-only context
+
+    def list_pod_events(self, pod: str) -> list[dict[str, Any]]:
+        try:
+            events = self._client.list(
+                Event,
+                namespace=self.namespace,
+                fields={"involvedObject.name": pod},
+                chunk_size=self._page,
+            )
+            return [e.to_dict() for e in events]
+        except (ApiError, httpx2.HTTPError) as exc:
+            raise _error(exc) from exc
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        try:
+            return [n.to_dict() for n in self._client.list(Node, chunk_size=self._page)]
+        except (ApiError, httpx2.HTTPError) as exc:
+            raise _error(exc) from exc
+
+    def list_workloads(self) -> list[dict[str, Any]]:
+        """Kueue Workloads of the namespace, in whichever API version the cluster serves."""
+        versions = (self._kueue_version,) if self._kueue_version else KUEUE_VERSIONS
+        last: KubeApiError | None = None
+        for version in versions:
+            try:
+                items = self._client.list(
+                    _WORKLOADS[version], namespace=self.namespace, chunk_size=self._page
+                )
+                workloads = [dict(w.to_dict()) for w in items]
+            except (ApiError, httpx2.HTTPError) as exc:
+                last = _error(exc)
+                if last.status == 404:
+                    continue
+                raise last from exc
+            self._kueue_version = version
+            return workloads
+        raise last or KubeApiError(404, "NotFound", "Kueue Workloads are not served by this cluster")

@@ -1,0 +1,312 @@
+"""The Kubernetes backend: one Pod per attempt, placed by Kueue and kube-scheduler.
+
+Each control round the controller hands :meth:`KubernetesBackend.reconcile` the complete
+desired set of attempts. The backend lists this backend's pods (by label, paginated),
+plans with the pure :func:`plan_reconcile`, performs the creates and deletes concurrently,
+and answers one observation per desired attempt. Nothing depends on having seen a watch
+event: every round re-reads the truth from the API server.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from iris.cluster.backends.kubernetes.api import ExecResult, KubeApi, KubeApiError
+from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
+from iris.cluster.backends.kubernetes.kueue import kueue_reasons_by_pod, summarize_workloads
+from iris.cluster.backends.kubernetes.logs import parse_log_line
+from iris.cluster.backends.kubernetes.naming import (
+    LABEL_BACKEND_ID,
+    LABEL_MANAGED,
+    TASK_CONTAINER,
+    label_value,
+    pod_name,
+)
+from iris.cluster.backends.kubernetes.overview import (
+    describe_pod,
+    summarize_event,
+    summarize_node,
+    summarize_pods,
+)
+from iris.cluster.backends.kubernetes.plan import (
+    PodCreate,
+    PodDelete,
+    plan_reconcile,
+    pod_attempt_uid,
+    to_observation,
+)
+from iris.cluster.backends.kubernetes.pods import PodSpecError, build_pod
+from iris.cluster.backends.kubernetes.status import is_kueue_gated, is_terminal_pod, map_pod_status
+from iris.cluster.controller.backend import TaskTarget
+from iris.rpc.enums import TaskState
+from iris.rpc.errors import InvalidArgument, NotFound, Unavailable
+from iris.rpc.models import AttemptObservation, DesiredAttempt, LogLine, LogsResponse
+
+logger = logging.getLogger(__name__)
+
+# How often Kueue Workloads are re-read to explain gated pods (reads, never on the write path).
+KUEUE_REFRESH_S = 2.0
+KUEUE_RETRY_AFTER_FAILURE_S = 60.0
+FOLLOW_POLL_S = 0.5
+
+
+class KubernetesBackend:
+    """Pods + Kueue behind the same reconcile contract as a worker daemon."""
+
+    def __init__(self, config: KubernetesBackendConfig, *, controller_url: str, backend_id: str) -> None:
+        self.config = config
+        self.controller_url = controller_url
+        self.backend_id = backend_id
+        self._api = KubeApi(config)
+        self._selector = {LABEL_MANAGED: "true", LABEL_BACKEND_ID: label_value(backend_id)}
+        self._pool = ThreadPoolExecutor(
+            max_workers=config.max_concurrent_requests, thread_name_prefix="iris-k8s"
+        )
+        self._kueue_lock = threading.Lock()
+        self._kueue_workloads: list[dict[str, Any]] = []
+        self._kueue_read_at = float("-inf")
+        self._kueue_next_try = 0.0
+
+    # ------------------------------------------------------------ reconcile
+
+    def reconcile(self, desired: Sequence[DesiredAttempt]) -> list[AttemptObservation]:
+        """Converge our pods on ``desired``; one observation per desired attempt.
+
+        Raises :class:`iris.rpc.errors.Unavailable` when the pods cannot be listed; the
+        controller should then leave every attempt as it is and try again next round.
+        """
+        try:
+            pods = self._api.list_pods(self._selector)
+        except KubeApiError as err:
+            raise Unavailable(f"cannot list pods in namespace {self.config.namespace}: {err}") from err
+        now = time.time()
+        desired_uids = {d.attempt_uid for d in desired}
+        gated = [p for p in pods if is_kueue_gated(p) and pod_attempt_uid(p) in desired_uids]
+        reasons = kueue_reasons_by_pod(self._workloads(now), gated) if gated else {}
+        plan = plan_reconcile(
+            desired,
+            pods,
+            now=now,
+            terminal_pod_retention_s=self.config.terminal_pod_retention_s,
+            image_pull_grace_s=self.config.image_pull_grace_s,
+            kueue_reasons=reasons,
+        )
+        created = dict(self._run_all(self._create, plan.creates))
+        for _ in self._run_all(self._delete, plan.deletes):
+            pass
+        return [plan.observations.get(uid) or created[uid] for uid in plan.order]
+
+    def _run_all(self, fn: Any, items: Sequence[Any]) -> Iterator[Any]:
+        if len(items) <= 1:
+            return iter([fn(item) for item in items])
+        return self._pool.map(fn, items)
+
+    def _create(self, item: PodCreate) -> tuple[str, AttemptObservation]:
+        uid = item.attempt_uid
+        try:
+            manifest = build_pod(
+                item.spec, self.config, controller_url=self.controller_url, backend_id=self.backend_id
+            )
+        except PodSpecError as err:
+            message = f"cannot run on Kubernetes: {err}"
+            return uid, _observation(uid, TaskState.FAILED, message, error=message, released=True)
+        name = manifest["metadata"]["name"]
+        try:
+            pod: dict[str, Any] | None = self._api.create_pod(manifest)
+        except KubeApiError as err:
+            if err.status == 409:  # created by an earlier round whose answer we never saw
+                pod = self._get_quietly(name)
+            elif err.status in (400, 422):
+                message = f"Kubernetes rejected pod {name}: {err.message}"
+                return uid, _observation(uid, TaskState.FAILED, message, error=message, released=True)
+            else:
+                logger.warning("creating pod %s failed (will retry): %s", name, err)
+                return uid, _observation(
+                    uid, TaskState.ASSIGNED, f"could not create pod {name} (will retry): {err}"
+                )
+        if pod is None:
+            return uid, _observation(uid, TaskState.ASSIGNED, f"pod {name} is being created")
+        obs = map_pod_status(pod, now=time.time(), image_pull_grace_s=self.config.image_pull_grace_s)
+        return uid, to_observation(uid, obs)
+
+    def _delete(self, item: PodDelete) -> None:
+        try:
+            self._api.delete_pod(item.name)
+        except KubeApiError as err:
+            # The pod is still listed next round, and deleted then.
+            logger.warning("deleting %s pod %s failed (will retry): %s", item.why, item.name, err)
+
+    def _get_quietly(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._api.get_pod(name)
+        except KubeApiError:
+            return None
+
+    def _workloads(self, now: float) -> list[dict[str, Any]]:
+        """Kueue Workloads, re-read at most every KUEUE_REFRESH_S; empty where unreadable."""
+        with self._kueue_lock:
+            if now - self._kueue_read_at < KUEUE_REFRESH_S or now < self._kueue_next_try:
+                return self._kueue_workloads
+            try:
+                self._kueue_workloads = self._api.list_workloads()
+                self._kueue_read_at = now
+            except KubeApiError as err:
+                logger.info("cannot read Kueue workloads (pending reasons will be shorter): %s", err)
+                self._kueue_workloads = []
+                self._kueue_next_try = now + KUEUE_RETRY_AFTER_FAILURE_S
+            return self._kueue_workloads
+
+    # ------------------------------------------------------------ task RPCs
+
+    def pod_name_for(self, target: TaskTarget, task_id: str) -> str:
+        if target.attempt_uid is None:
+            raise InvalidArgument("a Kubernetes task target names an attempt_uid, not an address")
+        return pod_name(task_id, target.attempt_uid)
+
+    def read_logs(
+        self, target: TaskTarget, task_id: str, *, offset: int = 0, limit: int = 1000
+    ) -> LogsResponse:
+        """Lines ``[offset, offset + limit)`` of the task container's log."""
+        name = self.pod_name_for(target, task_id)
+        pod = self._get(name)
+        if pod is None:
+            lines = [] if offset else [_gone_line(name)]
+            return LogsResponse(lines=lines, next_offset=offset + len(lines), complete=True)
+        try:
+            raw = self._api.pod_log(name, TASK_CONTAINER)
+        except KubeApiError as err:
+            if err.status in (400, 404):  # container not started yet (or pod just vanished)
+                return LogsResponse(lines=[], next_offset=offset, complete=False)
+            raise Unavailable(f"cannot read logs of pod {name}: {err}") from err
+        window = raw[offset : offset + limit]
+        lines = [parse_log_line(text) for text in window]
+        next_offset = offset + len(lines)
+        return LogsResponse(
+            lines=lines, next_offset=next_offset, complete=is_terminal_pod(pod) and next_offset >= len(raw)
+        )
+
+    def follow_logs(self, target: TaskTarget, task_id: str) -> Iterator[LogLine]:
+        """Every log line from the start, then new ones as they come, until the pod ends."""
+        name = self.pod_name_for(target, task_id)
+        seen = 0
+        while True:
+            pod = self._get(name)
+            if pod is None:
+                return
+            try:
+                position = 0
+                for text in self._api.follow_pod_log(name, TASK_CONTAINER):
+                    position += 1
+                    if position > seen:  # after a reconnect, skip what was already sent
+                        seen = position
+                        yield parse_log_line(text, fallback_ts=time.time())
+            except KubeApiError as err:
+                if err.status not in (0, 400, 404):
+                    raise Unavailable(f"cannot follow logs of pod {name}: {err}") from err
+            pod = self._get(name)
+            if pod is None or is_terminal_pod(pod):
+                if pod is not None:
+                    yield from self._tail_after(name, seen)
+                return
+            time.sleep(FOLLOW_POLL_S)
+
+    def _tail_after(self, name: str, seen: int) -> Iterator[LogLine]:
+        """Lines written between the end of the stream and the pod turning terminal."""
+        try:
+            raw = self._api.pod_log(name, TASK_CONTAINER)
+        except KubeApiError:
+            return
+        for text in raw[seen:]:
+            yield parse_log_line(text)
+
+    def exec(
+        self, target: TaskTarget, task_id: str, argv: list[str], *, timeout_s: float = 60.0
+    ) -> ExecResult:
+        """Run ``argv`` in the task container (pods/exec over a websocket)."""
+        if not argv:
+            raise InvalidArgument("exec needs a command")
+        name = self.pod_name_for(target, task_id)
+        try:
+            return self._api.exec(name, TASK_CONTAINER, argv, timeout_s)
+        except KubeApiError as err:
+            if err.status == 404:
+                raise NotFound(f"pod {name} does not exist") from err
+            raise Unavailable(f"exec in pod {name} failed: {err}") from err
+
+    def process_status(self, target: TaskTarget, task_id: str) -> dict[str, Any]:
+        """Phase, conditions, container statuses, the mapped state and recent events."""
+        name = self.pod_name_for(target, task_id)
+        pod = self._get(name)
+        if pod is None:
+            raise NotFound(f"pod {name} does not exist (never created, or deleted after it finished)")
+        summary = describe_pod(pod)
+        reasons = kueue_reasons_by_pod(self._workloads(time.time()), [pod]) if is_kueue_gated(pod) else {}
+        obs = map_pod_status(
+            pod,
+            now=time.time(),
+            image_pull_grace_s=self.config.image_pull_grace_s,
+            kueue_reason=reasons.get(name),
+        )
+        summary["state"] = obs.state.value
+        summary["state_message"] = obs.message
+        try:
+            summary["events"] = [summarize_event(e) for e in self._api.list_pod_events(name)]
+        except KubeApiError as err:
+            summary["events_error"] = str(err)
+        return summary
+
+    def cluster_overview(self) -> dict[str, Any]:
+        """Our pods by phase, Kueue admission state, and nodes when the role may list them."""
+        overview: dict[str, Any] = {
+            "backend_id": self.backend_id,
+            "namespace": self.config.namespace,
+            "local_queue": self.config.local_queue,
+            "server": self._api.server,
+        }
+        try:
+            overview["pods"] = summarize_pods(self._api.list_pods(self._selector))
+        except KubeApiError as err:
+            overview["pods_error"] = str(err)
+        try:
+            workloads = summarize_workloads(self._api.list_workloads())
+            overview["workloads"] = workloads
+            overview["workloads_admitted"] = sum(1 for w in workloads if w["admitted"])
+            overview["workloads_pending"] = sum(1 for w in workloads if not w["admitted"])
+        except KubeApiError as err:
+            overview["workloads_error"] = str(err)
+        try:
+            overview["nodes"] = [summarize_node(n) for n in self._api.list_nodes()]
+        except KubeApiError as err:
+            overview["nodes_error"] = str(err)
+        return overview
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._api.close()
+
+    def _get(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._api.get_pod(name)
+        except KubeApiError as err:
+            raise Unavailable(f"cannot read pod {name}: {err}") from err
+
+
+def _observation(
+    uid: str, state: TaskState, message: str, *, error: str | None = None, released: bool = False
+) -> AttemptObservation:
+    return AttemptObservation(
+        attempt_uid=uid, state=state, message=message, error=error, runtime_released=released
+    )
+
+
+def _gone_line(name: str) -> LogLine:
+    return LogLine(
+        ts=time.time(),
+        stream="system",
+        line=f"pod {name} no longer exists; Kubernetes keeps a pod's logs only while the pod exists",
+    )

@@ -1,0 +1,53 @@
+"""Configuration of the Kubernetes backend (YAML/CLI -> pydantic, unknown keys rejected)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from iris.rpc.enums import PriorityBand
+
+
+def default_priority_classes() -> dict[PriorityBand, str]:
+    return {band: f"iris-{band.value.lower()}" for band in PriorityBand}
+
+
+class KubernetesBackendConfig(BaseModel):
+    """Where the pods go and what they look like.
+
+    Credentials come from ``kubeconfig`` (+ ``context``), from the pod's service account
+    when ``in_cluster`` is set, or from the default kubeconfig lookup (``$KUBECONFIG``,
+    ``~/.kube/config``) when neither is given. ``token`` overrides the user credentials of
+    whichever config was chosen.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str = Field(default="iris", min_length=1, max_length=63)
+    local_queue: str = Field(default="iris", min_length=1, max_length=63)
+    kubeconfig: str | None = None
+    in_cluster: bool = False
+    context: str | None = None
+    token: str | None = None
+    default_image: str = Field(default="python:3.11-slim", min_length=1)
+    # Band -> name used both for the pod's PriorityClass and Kueue's WorkloadPriorityClass.
+    priority_classes: dict[PriorityBand, str] = Field(default_factory=default_priority_classes)
+    service_account: str | None = None
+    # Device type of a ResourceSpec -> extended resource name on the node.
+    device_resources: dict[str, str] = Field(
+        default_factory=lambda: {"gpu": "nvidia.com/gpu", "tpu": "google.com/tpu"}
+    )
+    terminal_pod_retention_s: float = Field(default=600.0, ge=0)
+    image_pull_grace_s: float = Field(default=120.0, ge=0)
+    # Concurrent API requests used to create/delete pods within one reconcile.
+    max_concurrent_requests: int = Field(default=32, ge=1, le=256)
+    request_timeout_s: float = Field(default=30.0, gt=0)
+    list_page_size: int = Field(default=500, ge=1, le=10_000)
+
+    @model_validator(mode="after")
+    def _check(self) -> KubernetesBackendConfig:
+        if self.in_cluster and self.kubeconfig:
+            raise ValueError("choose either in_cluster or kubeconfig, not both")
+        return self
+
+    def priority_class(self, band: PriorityBand) -> str | None:
+        return self.priority_classes.get(band)

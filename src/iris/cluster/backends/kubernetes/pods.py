@@ -1,0 +1,237 @@
+"""The Pod manifest of one task attempt (pure).
+
+One attempt is one Pod with ``restartPolicy: Never``: Kubernetes never restarts it, Iris
+retries by creating a new attempt (a new pod name). Kueue sees the pod through its
+``queue-name`` label, gates it, and admits it (alone, or with its gang) when quota allows.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any
+
+from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
+from iris.cluster.backends.kubernetes.naming import (
+    ANNOTATION_ATTEMPT_NUMBER,
+    ANNOTATION_ATTEMPT_UID,
+    ANNOTATION_JOB_ID,
+    ANNOTATION_TASK_ID,
+    LABEL_ATTEMPT_UID,
+    LABEL_BACKEND_ID,
+    LABEL_JOB_ID,
+    LABEL_MANAGED,
+    LABEL_TASK_ID,
+    TASK_CONTAINER,
+    is_label_value,
+    label_value,
+    pod_group_name,
+    pod_name,
+)
+from iris.rpc.enums import ConstraintOp
+from iris.rpc.models import Constraint, RunSpec
+
+KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+
+CALLABLE_RUNNER_MODULE = "iris.cluster.worker.callable_runner"
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+class PodSpecError(ValueError):
+    """The attempt cannot be expressed as a Pod; retrying the same spec cannot help."""
+
+
+def build_pod(
+    spec: RunSpec,
+    config: KubernetesBackendConfig,
+    *,
+    controller_url: str,
+    backend_id: str,
+) -> dict[str, Any]:
+    """The Pod manifest (a plain dict, ready for JSON) for one attempt."""
+    labels = {
+        LABEL_MANAGED: "true",
+        LABEL_BACKEND_ID: label_value(backend_id),
+        LABEL_JOB_ID: label_value(spec.job_id),
+        LABEL_TASK_ID: label_value(spec.task_id),
+        LABEL_ATTEMPT_UID: label_value(spec.attempt_uid),
+        KUEUE_QUEUE_NAME: config.local_queue,
+    }
+    annotations = {
+        ANNOTATION_JOB_ID: spec.job_id,
+        ANNOTATION_TASK_ID: spec.task_id,
+        ANNOTATION_ATTEMPT_UID: spec.attempt_uid,
+        ANNOTATION_ATTEMPT_NUMBER: str(spec.attempt_number),
+    }
+    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "enableServiceLinks": False}
+
+    priority_class = config.priority_class(spec.priority)
+    if priority_class:
+        labels[KUEUE_PRIORITY_CLASS] = priority_class
+        pod_spec["priorityClassName"] = priority_class
+    if spec.coscheduling is not None and spec.replicas > 1:
+        labels[KUEUE_POD_GROUP_NAME] = pod_group_name(spec.job_id, spec.attempt_number)
+        annotations[KUEUE_POD_GROUP_TOTAL_COUNT] = str(spec.replicas)
+    if config.service_account:
+        pod_spec["serviceAccountName"] = config.service_account
+
+    node_selector, match_expressions = node_placement(spec.constraints)
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    if match_expressions:
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": match_expressions}]
+                }
+            }
+        }
+
+    container: dict[str, Any] = {
+        "name": TASK_CONTAINER,
+        "image": config.default_image,
+        "command": container_command(spec),
+        "env": [{"name": k, "value": v} for k, v in task_env(spec, controller_url).items()],
+        "resources": container_resources(spec, config),
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+    }
+    pod_spec["containers"] = [container]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": pod_name(spec.task_id, spec.attempt_uid),
+            "namespace": config.namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": pod_spec,
+    }
+
+
+def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
+    """Environment of the task container: the job's variables, then Iris's (which win)."""
+    env: dict[str, str] = {}
+    if spec.environment is not None:
+        env.update(spec.environment.env_vars)
+    env.update(spec.env)
+    env.update(
+        {
+            "IRIS_CONTROLLER_URL": controller_url,
+            "IRIS_JOB_ID": spec.job_id,
+            "IRIS_TASK_ID": spec.task_id,
+            "IRIS_TASK_INDEX": str(spec.task_index),
+            "IRIS_NUM_TASKS": str(spec.replicas),
+            "IRIS_ATTEMPT_UID": spec.attempt_uid,
+            "IRIS_ATTEMPT_NUMBER": str(spec.attempt_number),
+        }
+    )
+    if spec.bundle_id:
+        env["IRIS_BUNDLE_ID"] = spec.bundle_id
+    if spec.user:
+        env["IRIS_USER"] = spec.user
+    return env
+
+
+def container_command(spec: RunSpec) -> list[str]:
+    entrypoint = spec.entrypoint
+    if entrypoint.kind == "callable":
+        argv = ["python", "-m", CALLABLE_RUNNER_MODULE, "--b64", entrypoint.callable_b64 or ""]
+    else:
+        argv = list(entrypoint.argv)
+    packages = spec.environment.pip_packages if spec.environment is not None else []
+    if packages:
+        # Install the job's packages in the container first, then replace the shell by the task.
+        script = f'python -m pip install --quiet --disable-pip-version-check {shlex.join(packages)} >&2 && exec "$@"'
+        argv = ["sh", "-c", script, "iris-setup", *argv]
+    return argv
+
+
+def container_resources(spec: RunSpec, config: KubernetesBackendConfig) -> dict[str, dict[str, str]]:
+    """Requests and limits. CPU is a request only (burstable, shares by weight); memory and
+    disk are hard caps (request = limit); devices are counted in both, as Kubernetes requires."""
+    res = spec.resources
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if res.cpu_millicores > 0:
+        requests["cpu"] = f"{res.cpu_millicores}m"
+    if res.memory_bytes > 0:
+        requests["memory"] = limits["memory"] = str(res.memory_bytes)
+    if res.disk_bytes > 0:
+        requests["ephemeral-storage"] = limits["ephemeral-storage"] = str(res.disk_bytes)
+    device = res.device
+    if device is not None and device.count > 0:
+        resource_name = config.device_resources.get(device.type.lower())
+        if resource_name is None:
+            known = ", ".join(sorted(config.device_resources)) or "none"
+            raise PodSpecError(
+                f"device type {device.type!r} has no Kubernetes resource name (known: {known})"
+            )
+        requests[resource_name] = limits[resource_name] = str(device.count)
+    out: dict[str, dict[str, str]] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def node_placement(constraints: list[Constraint]) -> tuple[dict[str, str], list[dict[str, Any]]]:
+    """EQ constraints become a nodeSelector; the other operators become required node
+    affinity expressions (all ANDed, like Iris constraints)."""
+    selector: dict[str, str] = {}
+    expressions: list[dict[str, Any]] = []
+    for c in constraints:
+        check_label_key(c.key)
+        if c.op is ConstraintOp.EQ:
+            selector[c.key] = _value(c, c.value)
+        elif c.op is ConstraintOp.NE:
+            expressions.append({"key": c.key, "operator": "NotIn", "values": [_value(c, c.value)]})
+        elif c.op is ConstraintOp.IN:
+            expressions.append({"key": c.key, "operator": "In", "values": [_value(c, v) for v in c.values]})
+        elif c.op is ConstraintOp.EXISTS:
+            expressions.append({"key": c.key, "operator": "Exists"})
+        elif c.op is ConstraintOp.NOT_EXISTS:
+            expressions.append({"key": c.key, "operator": "DoesNotExist"})
+        else:
+            # Kubernetes compares node labels as integers, with strict Gt/Lt only.
+            number = _integer(c)
+            if c.op is ConstraintOp.GT:
+                expressions.append({"key": c.key, "operator": "Gt", "values": [str(number)]})
+            elif c.op is ConstraintOp.GE:
+                expressions.append({"key": c.key, "operator": "Gt", "values": [str(number - 1)]})
+            elif c.op is ConstraintOp.LT:
+                expressions.append({"key": c.key, "operator": "Lt", "values": [str(number)]})
+            else:
+                expressions.append({"key": c.key, "operator": "Lt", "values": [str(number + 1)]})
+    return selector, expressions
+
+
+def check_label_key(key: str) -> None:
+    prefix, _, name = key.rpartition("/")
+    ok = bool(_LABEL_NAME.match(name)) and len(name) <= 63
+    if prefix:
+        ok = ok and len(prefix) <= 253 and bool(_DNS_SUBDOMAIN.match(prefix))
+    if not ok:
+        raise PodSpecError(f"constraint key {key!r} is not a valid Kubernetes node label key")
+
+
+def _value(c: Constraint, value: str | None) -> str:
+    if value is None or not is_label_value(value):
+        raise PodSpecError(f"constraint {c.describe()}: {value!r} is not a valid Kubernetes label value")
+    return value
+
+
+def _integer(c: Constraint) -> int:
+    try:
+        number = float(c.value or "")
+    except ValueError:
+        number = float("nan")
+    if not number.is_integer():
+        raise PodSpecError(f"constraint {c.describe()}: Kubernetes compares node labels as integers only")
+    return int(number)
