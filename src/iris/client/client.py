@@ -1,0 +1,163 @@
+"""IrisClient: submit and inspect jobs on a remote controller or an embedded local cluster."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from iris.client.job import Job
+from iris.client.local_cluster import LocalCluster
+from iris.rpc.enums import PriorityBand
+from iris.rpc.http import HttpClient
+from iris.rpc.models import (
+    ClusterStatus,
+    Constraint,
+    CoschedulingConfig,
+    Entrypoint,
+    EnvironmentSpec,
+    JobList,
+    JobSpec,
+    ResourceSpec,
+    SubmitResponse,
+    WorkerList,
+)
+
+_NAME_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def default_user() -> str:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "user"
+    return _NAME_SAFE.sub("-", user).strip("-.") or "user"
+
+
+def default_job_name(entrypoint: Entrypoint) -> str:
+    base = "job"
+    if entrypoint.kind == "command" and entrypoint.argv:
+        base = os.path.basename(entrypoint.argv[0])
+    base = _NAME_SAFE.sub("-", base).strip("-.") or "job"
+    if base.isdigit():
+        base = f"job-{base}"
+    return f"{base}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+
+
+class IrisClient:
+    def __init__(self, url: str, *, token: str | None = None, parent_job_id: str | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.http = HttpClient(self.url, token=token)
+        self.parent_job_id = parent_job_id
+        self._cluster: LocalCluster | None = None
+
+    @classmethod
+    def remote(cls, url: str | None = None, *, token: str | None = None) -> IrisClient:
+        url = url or os.environ.get("IRIS_CONTROLLER_URL")
+        if not url:
+            from iris.rpc.errors import InvalidArgument
+
+            raise InvalidArgument("no controller URL: pass one or set IRIS_CONTROLLER_URL")
+        return cls(url, token=token or os.environ.get("IRIS_TOKEN"))
+
+    @classmethod
+    @contextmanager
+    def local(cls, workers: int = 2, **cluster_options: Any) -> Iterator[IrisClient]:
+        """Start a controller and ``workers`` worker daemons as subprocesses; stop them on exit."""
+        cluster = LocalCluster(workers=workers, **cluster_options)
+        cluster.start()
+        client = cls(cluster.url)
+        client._cluster = cluster
+        try:
+            yield client
+        finally:
+            client.close()
+            cluster.stop()
+
+    @property
+    def cluster(self) -> LocalCluster | None:
+        return self._cluster
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> IrisClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ jobs
+
+    def submit(
+        self,
+        entrypoint: Entrypoint | None = None,
+        *,
+        name: str | None = None,
+        resources: ResourceSpec | None = None,
+        replicas: int = 1,
+        env: Mapping[str, str] | None = None,
+        environment: EnvironmentSpec | None = None,
+        constraints: Sequence[Constraint] = (),
+        coscheduling: CoschedulingConfig | None = None,
+        max_retries_failure: int = 0,
+        max_retries_preemption: int = 100,
+        max_task_failures: int = 0,
+        timeout: float | None = None,
+        scheduling_timeout: float | None = None,
+        priority: PriorityBand | str = PriorityBand.INTERACTIVE,
+        ports: Sequence[str] = (),
+        user: str | None = None,
+        parent_job_id: str | None = None,
+        existing_job_policy: str = "replace_finished",
+    ) -> Job:
+        if entrypoint is None:
+            from iris.rpc.errors import InvalidArgument
+
+            raise InvalidArgument("submit needs an entrypoint (Entrypoint.from_command or Entrypoint.from_callable)")
+        spec = JobSpec(
+            name=name or default_job_name(entrypoint),
+            entrypoint=entrypoint,
+            resources=resources or ResourceSpec(),
+            replicas=replicas,
+            env=dict(env or {}),
+            environment=environment,
+            constraints=list(constraints),
+            coscheduling=coscheduling,
+            max_retries_failure=max_retries_failure,
+            max_retries_preemption=max_retries_preemption,
+            max_task_failures=max_task_failures,
+            timeout_s=timeout,
+            scheduling_timeout_s=scheduling_timeout,
+            priority=PriorityBand(priority.upper() if isinstance(priority, str) else priority),
+            ports=list(ports),
+            user=user or default_user(),
+            parent_job_id=parent_job_id or self.parent_job_id,
+            existing_job_policy=existing_job_policy,  # type: ignore[arg-type]
+        )
+        return self.submit_spec(spec)
+
+    def submit_spec(self, spec: JobSpec) -> Job:
+        resp = self.http.post("/api/v1/jobs", SubmitResponse, spec)
+        return Job(self, resp.job_id)
+
+    def job(self, job_id: str) -> Job:
+        return Job(self, job_id if job_id.startswith("/") else "/" + job_id)
+
+    def list_jobs(self, *, state: Sequence[str] = (), user: str | None = None, limit: int = 100, offset: int = 0) -> JobList:
+        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        if state:
+            params["state"] = list(state)
+        if user:
+            params["user"] = user
+        return self.http.get("/api/v1/jobs", JobList, **params)
+
+    def workers(self) -> WorkerList:
+        return self.http.get("/api/v1/workers", WorkerList)
+
+    def cluster_status(self) -> ClusterStatus:
+        return self.http.get("/api/v1/cluster", ClusterStatus)

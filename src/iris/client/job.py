@@ -1,0 +1,125 @@
+"""A handle on a submitted job."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
+from iris.rpc.errors import IrisError
+from iris.rpc.models import JobDetail, LogLine, LogsResponse, TaskStatus
+
+if TYPE_CHECKING:
+    from iris.client.client import IrisClient
+
+
+class JobTimeout(IrisError):
+    status_code = 408
+    code = "timeout"
+
+
+def task_path(task_id: str) -> str:
+    return task_id.lstrip("/")
+
+
+class Job:
+    def __init__(self, client: IrisClient, job_id: str) -> None:
+        self.client = client
+        self.job_id = job_id
+
+    def __repr__(self) -> str:
+        return f"Job({self.job_id!r})"
+
+    def detail(self) -> JobDetail:
+        return self.client.http.get(f"/api/v1/jobs/{task_path(self.job_id)}", JobDetail)
+
+    def status(self) -> JobState:
+        return self.detail().state
+
+    def tasks(self) -> list[TaskStatus]:
+        return self.detail().tasks
+
+    def wait(self, timeout: float | None = None, *, poll_s: float = 0.05) -> JobDetail:
+        """Block until the job is terminal; raises JobTimeout after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.01
+        while True:
+            detail = self.detail()
+            if detail.state in TERMINAL_JOB_STATES:
+                return detail
+            if deadline is not None and time.monotonic() >= deadline:
+                raise JobTimeout(f"job {self.job_id} is still {detail.state.value.lower()} after {timeout:g}s")
+            time.sleep(delay)
+            delay = min(poll_s * 4, delay * 1.5)
+
+    def kill(self) -> JobState:
+        data = self.client.http.post(f"/api/v1/jobs/{task_path(self.job_id)}:stop")
+        return JobState(data["state"])
+
+    def task_logs(self, task_index: int = 0, *, offset: int = 0, limit: int = 1000, attempt: str | None = None) -> LogsResponse:
+        params = {"offset": offset, "limit": limit}
+        if attempt:
+            params["attempt"] = attempt  # type: ignore[assignment]
+        return self.client.http.get(f"/api/v1/tasks/{task_path(self.job_id)}/{task_index}:logs", LogsResponse, **params)
+
+    def log_lines(self) -> list[LogLine]:
+        """Every output line of every task's current attempt, in task order."""
+        out: list[LogLine] = []
+        for task in self.tasks():
+            if task.current_attempt_uid is None:
+                continue
+            offset = 0
+            while True:
+                page = self.task_logs(task.task_index, offset=offset)
+                out.extend(line.model_copy(update={"task_index": task.task_index}) for line in page.lines)
+                if not page.lines or page.next_offset == offset:
+                    break
+                offset = page.next_offset
+        return out
+
+    def logs(self, follow: bool = False) -> list[str] | Iterator[str]:
+        """Output lines (stdout and stderr). ``follow=True`` yields lines until the job ends."""
+        if follow:
+            return (line.line for line in self.follow_lines())
+        return [line.line for line in self.log_lines() if line.stream != "system"]
+
+    def follow_lines(self, *, include_system: bool = False, poll_s: float = 0.1) -> Iterator[LogLine]:
+        """Yield output lines of every task as they appear, until the job is terminal and drained."""
+        offsets: dict[tuple[int, str], int] = {}
+        while True:
+            detail = self.detail()
+            done = detail.state in TERMINAL_JOB_STATES
+            progressed = False
+            for task in detail.tasks:
+                uid = task.current_attempt_uid
+                if uid is None:
+                    continue
+                key = (task.task_index, uid)
+                offset = offsets.get(key, 0)
+                try:
+                    page = self.task_logs(task.task_index, offset=offset, attempt=uid)
+                except IrisError:
+                    continue  # the worker may be gone; the job state will tell
+                for line in page.lines:
+                    if include_system or line.stream != "system":
+                        yield line.model_copy(update={"task_index": task.task_index})
+                if page.next_offset != offset:
+                    progressed = True
+                offsets[key] = page.next_offset
+            if done and not progressed:
+                return
+            if not progressed:
+                time.sleep(poll_s)
+
+    def exit_code(self) -> int:
+        detail = self.detail()
+        if detail.exit_code is not None:
+            return detail.exit_code
+        if detail.state is JobState.SUCCEEDED:
+            return 0
+        if detail.state is JobState.KILLED:
+            return 130
+        if any(t.state is TaskState.FAILED for t in detail.tasks):
+            return 1
+        return 1

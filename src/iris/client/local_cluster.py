@@ -1,0 +1,181 @@
+"""An embedded cluster on this machine: a controller and N worker daemons as real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from iris.rpc.errors import Unavailable
+
+
+@dataclass
+class _Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes] = field(repr=False)
+
+
+def _wait_for_file(path: Path, proc: subprocess.Popen[bytes], what: str, log_path: Path, timeout_s: float) -> dict[str, object]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists():
+            return json.loads(path.read_text())
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-2000:] if log_path.exists() else ""
+            raise Unavailable(f"the {what} exited with code {proc.returncode} while starting:\n{tail}")
+        time.sleep(0.02)
+    raise Unavailable(f"the {what} did not start within {timeout_s:.0f}s (log: {log_path})")
+
+
+class LocalCluster:
+    """Start with ``start()`` (or as a context manager); ``url`` is the controller's address."""
+
+    def __init__(
+        self,
+        *,
+        workers: int = 2,
+        state_dir: str | Path | None = None,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        worker_cpu: str | None = None,
+        worker_memory: str | None = None,
+        worker_attributes: list[dict[str, str]] | None = None,
+        backend: str = "worker",
+        tick_s: float = 1.0,
+        worker_grace_s: float = 10.0,
+        controller_args: list[str] | None = None,
+    ) -> None:
+        self._tmp = None if state_dir is not None else tempfile.TemporaryDirectory(prefix="iris-local-")
+        self.state_dir = Path(state_dir) if state_dir is not None else Path(self._tmp.name)  # type: ignore[union-attr]
+        self.num_workers = workers
+        self.port = port
+        self.host = host
+        self.worker_cpu = worker_cpu
+        self.worker_memory = worker_memory
+        self.worker_attributes = worker_attributes or []
+        self.backend = backend
+        self.tick_s = tick_s
+        self.worker_grace_s = worker_grace_s
+        self.controller_args = controller_args or []
+        self.url = ""
+        self.ready_info: dict[str, object] = {}
+        self.controller: _Child | None = None
+        self.workers: list[_Child] = []
+
+    def __enter__(self) -> LocalCluster:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _spawn(self, name: str, argv: list[str]) -> _Child:
+        logs = self.state_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log_path = logs / f"{name}.log"
+        log_file = open(log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        return _Child(name, proc, log_path, log_file)
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        ready = self.state_dir / "controller.ready"
+        ready.unlink(missing_ok=True)
+        argv = [
+            sys.executable, "-m", "iris.cluster.controller",
+            "--host", self.host, "--port", str(self.port),
+            "--state-dir", str(self.state_dir / "controller"),
+            "--ready-file", str(ready), "--backend", self.backend,
+            "--tick", str(self.tick_s), "--worker-grace", str(self.worker_grace_s),
+            *self.controller_args,
+        ]  # fmt: skip
+        self.controller = self._spawn("controller", argv)
+        try:
+            self.ready_info = _wait_for_file(ready, self.controller.proc, "controller", self.controller.log_path, timeout_s)
+            self.url = str(self.ready_info["url"])
+            if self.backend == "worker":
+                for i in range(self.num_workers):
+                    self.add_worker(i, wait=False)
+                self.wait_for_workers(self.num_workers, timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def add_worker(self, index: int | None = None, *, wait: bool = True, attributes: dict[str, str] | None = None) -> _Child:
+        index = len(self.workers) if index is None else index
+        worker_id = f"worker-{index}"
+        wdir = self.state_dir / "workers" / worker_id
+        ready = wdir / "ready.json"
+        wdir.mkdir(parents=True, exist_ok=True)
+        ready.unlink(missing_ok=True)
+        argv = [
+            sys.executable, "-m", "iris.cluster.worker",
+            "--controller", self.url, "--host", self.host, "--worker-id", worker_id,
+            "--state-dir", str(wdir), "--ready-file", str(ready),
+        ]  # fmt: skip
+        if self.worker_cpu:
+            argv += ["--cpu", self.worker_cpu]
+        if self.worker_memory:
+            argv += ["--memory", self.worker_memory]
+        attrs = attributes or (self.worker_attributes[index] if index < len(self.worker_attributes) else {})
+        for k, v in attrs.items():
+            argv += ["--attr", f"{k}={v}"]
+        child = self._spawn(worker_id, argv)
+        self.workers.append(child)
+        if wait:
+            _wait_for_file(ready, child.proc, worker_id, child.log_path, 60)
+        return child
+
+    def wait_for_workers(self, count: int, timeout_s: float = 60.0) -> None:
+        from iris.rpc.http import HttpClient
+
+        http = HttpClient(self.url, timeout_s=5)
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                for w in self.workers:
+                    if w.proc.poll() is not None:
+                        tail = w.log_path.read_text(errors="replace")[-2000:]
+                        raise Unavailable(f"{w.name} exited with code {w.proc.returncode} while starting:\n{tail}")
+                data = http.request("GET", "/api/v1/workers")
+                if len(data["workers"]) >= count:
+                    return
+                time.sleep(0.02)
+        finally:
+            http.close()
+        raise Unavailable(f"only some of {count} workers registered within {timeout_s:.0f}s (logs: {self.state_dir / 'logs'})")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        children = [*self.workers, *([self.controller] if self.controller else [])]
+        for child in children:
+            if child.proc.poll() is None:
+                try:
+                    os.killpg(child.proc.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + timeout_s
+        for child in children:
+            try:
+                child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(child.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                child.proc.wait()
+            child.log_file.close()
+        self.workers = []
+        self.controller = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
