@@ -1,0 +1,59 @@
+"""``iris worker ...``: run a worker daemon on this machine."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import click
+
+from iris.cluster.worker.config import WorkerConfigError, build_worker_config
+from iris.cluster.worker.main import run_worker
+
+
+class _OneLineErrors(click.Command):
+    """A bad flag prints one sentence and exits 2: no usage block, never a traceback."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            click.echo(f"iris worker {self.name}: {exc.format_message()}", err=True)
+            ctx.exit(2)
+
+
+@click.group(name="worker")
+def worker() -> None:
+    """Worker daemons (WORKER backend)."""
+
+
+@worker.command(name="start", cls=_OneLineErrors)
+@click.option("--controller", envvar="IRIS_CONTROLLER_URL", help="Controller URL (or $IRIS_CONTROLLER_URL).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default="0", show_default=True, help="Port to listen on (0: pick a free one).")
+@click.option("--worker-id", help="Worker id (default: <hostname>-<port>).")
+@click.option("--cpu", help="Cores to offer, e.g. 4, 0.5 or 500m (default: all).")
+@click.option("--memory", help="Memory to offer, e.g. 4GB (default: all RAM).")
+@click.option("--disk", help="Disk to offer, e.g. 100GB (default: free space of the state dir).")
+@click.option("--attr", "attrs", multiple=True, help="Worker attribute key=value (repeatable).")
+@click.option("--device", help="Accelerator type:variant:count, e.g. gpu:a100:8.")
+@click.option("--slice-id", help="Slice this worker belongs to.")
+@click.option("--scale-group", help="Scale group this worker belongs to.")
+@click.option("--state-dir", help="Where attempts run and logs live (default: ~/.iris/workers/<id>).")
+@click.option("--ready-file", help="Write {worker_id, address} JSON here once serving.")
+@click.option(
+    "--reregister-after",
+    default="5",
+    show_default=True,
+    help="Seconds without a reconcile before registering again.",
+)
+def start(**flags: Any) -> None:
+    """Run a worker daemon until SIGTERM or Ctrl-C (then every attempt is killed)."""
+    try:
+        config = build_worker_config(**flags)
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        code = run_worker(config)
+    except WorkerConfigError as exc:
+        click.echo(f"iris worker start: {exc}", err=True)
+        raise SystemExit(2) from None
+    raise SystemExit(code)

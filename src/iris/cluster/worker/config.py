@@ -1,0 +1,165 @@
+"""Worker settings from command-line flags, validated into one frozen ``WorkerConfig``.
+
+Both entry points (``python -m iris.cluster.worker`` and ``iris worker start``) parse raw flag
+strings with ``build_worker_config``; a bad value raises ``WorkerConfigError`` with one sentence.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from iris.rpc.models import DeviceSpec, ResourceSpec
+from iris.rpc.units import parse_bytes, parse_cpu_millicores
+
+WORKER_ID_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
+_ATTR_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
+
+
+class WorkerConfigError(ValueError):
+    """A flag value the worker cannot use; the message is one sentence for the user."""
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    controller_url: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    worker_id: str | None = None
+    cpu_millicores: int | None = None
+    memory_bytes: int | None = None
+    disk_bytes: int | None = None
+    device: DeviceSpec | None = None
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    slice_id: str | None = None
+    scale_group: str | None = None
+    state_dir: Path | None = None
+    ready_file: Path | None = None
+    reregister_after_s: float = 5.0
+
+
+def build_worker_config(
+    *,
+    controller: str | None,
+    host: str = "127.0.0.1",
+    port: int | str = 0,
+    worker_id: str | None = None,
+    cpu: str | None = None,
+    memory: str | None = None,
+    disk: str | None = None,
+    attrs: Sequence[str] = (),
+    device: str | None = None,
+    slice_id: str | None = None,
+    scale_group: str | None = None,
+    state_dir: str | None = None,
+    ready_file: str | None = None,
+    reregister_after: str | float = 5.0,
+    environ: Mapping[str, str] | None = None,
+) -> WorkerConfig:
+    env = os.environ if environ is None else environ
+    controller = controller or env.get("IRIS_CONTROLLER_URL")
+    if not controller:
+        raise WorkerConfigError("no controller given: pass --controller URL or set IRIS_CONTROLLER_URL")
+    if not re.match(r"^https?://[^/\s]+", controller):
+        raise WorkerConfigError(f"--controller must be an http:// or https:// URL, got {controller!r}")
+    try:
+        port_number = int(port)
+    except ValueError:
+        raise WorkerConfigError(f"--port must be a number, got {port!r}") from None
+    if not 0 <= port_number <= 65535:
+        raise WorkerConfigError(f"--port must be between 0 and 65535, got {port_number}")
+    if worker_id is not None and not WORKER_ID_PATTERN.match(worker_id):
+        raise WorkerConfigError(
+            f"--worker-id {worker_id!r} is not valid: use up to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        )
+    try:
+        reregister = float(reregister_after)
+    except ValueError:
+        raise WorkerConfigError(
+            f"--reregister-after must be a number of seconds, got {reregister_after!r}"
+        ) from None
+    if reregister <= 0:
+        raise WorkerConfigError(f"--reregister-after must be positive, got {reregister_after!r}")
+    attributes = _parse_attributes(env.get("IRIS_WORKER_ATTRIBUTES", "").split(","), "IRIS_WORKER_ATTRIBUTES")
+    attributes.update(_parse_attributes(attrs, "--attr"))
+    return WorkerConfig(
+        controller_url=controller.rstrip("/"),
+        host=host,
+        port=port_number,
+        worker_id=worker_id,
+        cpu_millicores=_quantity(cpu, "--cpu", parse_cpu_millicores, "e.g. 4, 0.5 or 500m"),
+        memory_bytes=_quantity(memory, "--memory", parse_bytes, "e.g. 4GB or 512Mi"),
+        disk_bytes=_quantity(disk, "--disk", parse_bytes, "e.g. 100GB"),
+        device=_parse_device(device) if device else None,
+        attributes=attributes,
+        slice_id=slice_id,
+        scale_group=scale_group,
+        state_dir=Path(state_dir).expanduser() if state_dir else None,
+        ready_file=Path(ready_file).expanduser() if ready_file else None,
+        reregister_after_s=reregister,
+    )
+
+
+def _quantity(raw: str | None, flag: str, parse: Callable[[str], int], example: str) -> int | None:
+    if raw is None:
+        return None
+    try:
+        return parse(raw)
+    except ValueError:
+        raise WorkerConfigError(f"{flag} {raw!r} is not a valid amount ({example})") from None
+
+
+def _parse_attributes(items: Iterable[str], source: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        if not item.strip():
+            continue
+        key, sep, value = item.strip().partition("=")
+        if not sep or not _ATTR_KEY.match(key.strip()):
+            raise WorkerConfigError(f"{source} {item!r} is not a key=value attribute")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def _parse_device(text: str) -> DeviceSpec:
+    parts = text.split(":")
+    if len(parts) != 3 or not parts[0]:
+        raise WorkerConfigError(f"--device {text!r} must look like type:variant:count, e.g. gpu:a100:8")
+    kind, variant, count = parts
+    if not count.isdigit() or not 0 < int(count) <= 1024:
+        raise WorkerConfigError(f"--device {text!r} needs a count between 1 and 1024")
+    return DeviceSpec(type=kind, variant=variant, count=int(count))
+
+
+def default_worker_id(port: int) -> str:
+    """``<hostname>-<port>``, with the hostname reduced to what a worker id may contain."""
+    host = re.sub(r"[^a-zA-Z0-9._-]", "-", socket.gethostname().split(".")[0]) or "worker"
+    if not host[0].isalnum():
+        host = "w" + host
+    return f"{host[: 62 - len(str(port))]}-{port}"
+
+
+def default_state_dir(worker_id: str) -> Path:
+    return Path.home() / ".iris" / "workers" / worker_id
+
+
+def worker_capacity(config: WorkerConfig, state_dir: Path) -> ResourceSpec:
+    """Flags win; otherwise all cores, all RAM, and the free disk of the state dir."""
+    return ResourceSpec(
+        cpu_millicores=config.cpu_millicores
+        if config.cpu_millicores is not None
+        else (os.cpu_count() or 1) * 1000,
+        memory_bytes=config.memory_bytes
+        if config.memory_bytes is not None
+        else psutil.virtual_memory().total,
+        disk_bytes=config.disk_bytes
+        if config.disk_bytes is not None
+        else psutil.disk_usage(str(state_dir)).free,
+        device=config.device,
+    )

@@ -1,0 +1,164 @@
+"""The worker's two calls to the controller: register (and re-register), and nudge.
+
+Registration repeats with backoff while the controller is down and again whenever the controller
+has not reconciled this worker for ``reregister_after_s`` (e.g. it restarted and forgot us).
+A nudge ("reconcile me now") follows every attempt state change the controller has not yet
+seen; at most one is in flight and changes meanwhile coalesce into one more.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+
+from iris.rpc.models import RegisterRequest, RegisterResponse
+
+logger = logging.getLogger(__name__)
+
+HTTP_TIMEOUT_S = 3.0
+_BACKOFF_START_S = 0.1
+_BACKOFF_MAX_S = 5.0
+
+
+class ControllerLink:
+    def __init__(
+        self,
+        controller_url: str,
+        worker_id: str,
+        register_request: Callable[[], RegisterRequest],
+        reregister_after_s: float = 5.0,
+    ) -> None:
+        self._base = controller_url.rstrip("/")
+        self._worker_id = worker_id
+        self._register_request = register_request
+        self._reregister_after_s = reregister_after_s
+        self._stopping = threading.Event()
+        self._register_now = threading.Event()
+        self._nudge_wanted = threading.Event()
+        self._lock = threading.Lock()
+        self._last_contact = time.monotonic()
+        # Attempt state changes are numbered; a reconcile answer covers every change numbered before it.
+        self._change_seq = 0
+        self._reported_seq = 0
+        self.registrations = 0
+        self._threads = [
+            threading.Thread(target=self._register_loop, name="iris-register", daemon=True),
+            threading.Thread(target=self._nudge_loop, name="iris-nudge", daemon=True),
+        ]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        self._register_now.set()
+        self._nudge_wanted.set()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join(timeout=HTTP_TIMEOUT_S + 1)
+
+    def state_changed(self) -> None:
+        """An attempt changed state (any thread; cheap)."""
+        with self._lock:
+            self._change_seq += 1
+        self._nudge_wanted.set()
+
+    def reconcile_began(self) -> int:
+        """Call before reading attempt states for a reconcile answer; pass the result to ``reconciled``."""
+        with self._lock:
+            return self._change_seq
+
+    def reconciled(self, covered_seq: int) -> None:
+        with self._lock:
+            self._last_contact = time.monotonic()
+            self._reported_seq = max(self._reported_seq, covered_seq)
+
+    # ------------------------------------------------------------------ registration
+
+    def _register_loop(self) -> None:
+        backoff = _BACKOFF_START_S
+        need_register = True
+        with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+            while not self._stopping.is_set():
+                if need_register:
+                    if self._register(client):
+                        need_register = False
+                        backoff = _BACKOFF_START_S
+                    else:
+                        self._stopping.wait(backoff)
+                        backoff = min(backoff * 2, _BACKOFF_MAX_S)
+                    continue
+                with self._lock:
+                    wait_s = self._last_contact + self._reregister_after_s - time.monotonic()
+                if wait_s <= 0:
+                    logger.info("not reconciled for %.1fs: registering again", self._reregister_after_s)
+                    need_register = True
+                    continue
+                if self._register_now.wait(wait_s):
+                    self._register_now.clear()
+                    need_register = not self._stopping.is_set()
+
+    def _register(self, client: httpx.Client) -> bool:
+        request = self._register_request()
+        try:
+            answer = client.post(
+                f"{self._base}/api/v1/workers/register", content=request.model_dump_json(), headers=_JSON
+            )
+        except httpx.HTTPError as exc:
+            logger.debug("controller unreachable for registration: %s", exc)
+            return False
+        if answer.status_code != 200:
+            logger.warning(
+                "controller refused registration (HTTP %d): %s", answer.status_code, answer.text[:500]
+            )
+            return False
+        try:
+            response = RegisterResponse.model_validate_json(answer.content)
+        except ValueError:
+            logger.warning("controller sent an unreadable registration answer: %s", answer.text[:500])
+            return False
+        if not response.accepted:
+            logger.warning("controller did not accept the registration of %s", self._worker_id)
+            return False
+        if response.worker_id != self._worker_id:
+            logger.warning(
+                "controller registered us as %s, but this worker is %s", response.worker_id, self._worker_id
+            )
+        with self._lock:
+            self._last_contact = time.monotonic()
+        self.registrations += 1
+        logger.info("registered with %s as %s", self._base, self._worker_id)
+        return True
+
+    # ------------------------------------------------------------------ nudges
+
+    def _nudge_loop(self) -> None:
+        with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+            while not self._stopping.is_set():
+                self._nudge_wanted.wait()
+                self._nudge_wanted.clear()
+                if self._stopping.is_set():
+                    return
+                with self._lock:
+                    unseen = self._change_seq > self._reported_seq
+                if unseen and not self._nudge(client):
+                    self._stopping.wait(_BACKOFF_START_S)  # do not spin on a controller that is down
+
+    def _nudge(self, client: httpx.Client) -> bool:
+        try:
+            answer = client.post(f"{self._base}/api/v1/workers/{self._worker_id}/nudge")
+        except httpx.HTTPError:
+            return False
+        if answer.status_code == 404:
+            logger.info("controller does not know this worker: registering again")
+            self._register_now.set()
+            return False
+        return answer.status_code < 300
+
+
+_JSON = {"content-type": "application/json"}

@@ -1,0 +1,133 @@
+"""Start a worker daemon: bind, clean up a previous run, serve, register, and die cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import uvicorn
+
+from iris.cluster.runtime import SubprocessRuntime
+from iris.cluster.worker.config import (
+    WorkerConfig,
+    WorkerConfigError,
+    default_state_dir,
+    default_worker_id,
+    worker_capacity,
+)
+from iris.cluster.worker.controller_link import ControllerLink
+from iris.cluster.worker.health import HealthCache
+from iris.cluster.worker.service import WorkerService, create_app
+from iris.rpc.models import RegisterRequest
+
+logger = logging.getLogger(__name__)
+
+
+def advertised_host(bind_host: str) -> str:
+    """The host others should dial: the bind host, or this machine's address when bound to all."""
+    if bind_host not in ("0.0.0.0", "::", ""):
+        return bind_host
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def write_ready_file(path: Path, worker_id: str, address: str) -> None:
+    """Atomically: a launcher polling for the file never reads half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"worker_id": worker_id, "address": address}))
+    os.replace(tmp, path)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise WorkerConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(2048)
+    return sock
+
+
+def run_worker(config: WorkerConfig) -> int:
+    """Serve until SIGTERM/SIGINT; then kill every attempt and return 0.
+
+    Raises WorkerConfigError (one sentence) when the address or state dir cannot be used.
+    """
+    sock = listen(config.host, config.port)
+    port = sock.getsockname()[1]
+    worker_id = config.worker_id or default_worker_id(port)
+    address = f"{advertised_host(config.host)}:{port}"
+    state_dir = config.state_dir or default_state_dir(worker_id)
+    try:
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        sock.close()
+        raise WorkerConfigError(f"cannot create the state dir {state_dir}: {exc.strerror or exc}") from None
+    capacity = worker_capacity(config, state_dir)
+
+    def register_request() -> RegisterRequest:
+        return RegisterRequest(
+            worker_id=worker_id,
+            address=address,
+            capacity=capacity,
+            attributes=dict(config.attributes),
+            slice_id=config.slice_id,
+            scale_group=config.scale_group,
+        )
+
+    link = ControllerLink(config.controller_url, worker_id, register_request, config.reregister_after_s)
+    runtime = SubprocessRuntime(
+        state_dir,
+        worker_id=worker_id,
+        controller_url=config.controller_url,
+        on_change=lambda _uid: link.state_changed(),
+    )
+    if runtime.leftovers_killed:
+        logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))
+    service = WorkerService(worker_id, runtime, HealthCache(state_dir, runtime.running_count), link)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(service),
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_keep_alive=120,
+            timeout_graceful_shutdown=2,
+        )
+    )
+
+    def when_serving() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.01)
+        if server.should_exit:
+            return
+        if config.ready_file is not None:
+            write_ready_file(config.ready_file, worker_id, address)
+        logger.info("worker %s serving on %s (state in %s)", worker_id, address, state_dir)
+        link.start()
+
+    # uvicorn re-raises the signal that stopped it once it is done; a no-op handler lets this
+    # function finish its cleanup and return 0 instead of dying on the re-raised SIGTERM.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
+    threading.Thread(target=when_serving, name="iris-worker-start", daemon=True).start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        link.stop()
+        runtime.shutdown()
+        if config.ready_file is not None:
+            config.ready_file.unlink(missing_ok=True)
+    return 0

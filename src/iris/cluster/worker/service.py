@@ -1,0 +1,123 @@
+"""The worker's HTTP surface: ``POST /reconcile``, ``GET /attempts/{uid}/logs``, ``GET /healthz``."""
+
+from __future__ import annotations
+
+import threading
+from typing import Annotated
+
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+
+from iris.cluster.runtime import AttemptSnapshot, KillReason, SubprocessRuntime
+from iris.cluster.worker.controller_link import ControllerLink
+from iris.cluster.worker.health import HealthCache
+from iris.cluster.worker.reconcile import plan_reconcile
+from iris.rpc.enums import TaskState
+from iris.rpc.errors import FailedPrecondition, IrisError
+from iris.rpc.models import AttemptObservation, LogsResponse, ReconcileRequest, ReconcileResponse, RunSpec
+
+
+def observation_of(snapshot: AttemptSnapshot) -> AttemptObservation:
+    return AttemptObservation(
+        attempt_uid=snapshot.attempt_uid,
+        state=snapshot.state,
+        exit_code=snapshot.exit_code,
+        error=snapshot.error,
+        started_at=snapshot.started_at,
+        finished_at=snapshot.finished_at,
+        runtime_released=snapshot.runtime_released,
+    )
+
+
+class WorkerService:
+    """Applies reconcile requests to the runtime. One reconcile at a time (the protocol is level-triggered)."""
+
+    def __init__(
+        self, worker_id: str, runtime: SubprocessRuntime, health: HealthCache, link: ControllerLink | None
+    ) -> None:
+        self.worker_id = worker_id
+        self._runtime = runtime
+        self._health = health
+        self._link = link
+        self._lock = threading.Lock()
+        self._spec_cache: dict[str, RunSpec] = {}
+
+    def reconcile(self, request: ReconcileRequest) -> ReconcileResponse:
+        if request.worker_id != self.worker_id:
+            raise FailedPrecondition(
+                f"this is worker {self.worker_id}, not {request.worker_id}: the address now belongs to another worker"
+            )
+        with self._lock:
+            covered = self._link.reconcile_began() if self._link else 0
+            local = {snap.attempt_uid: snap.terminal for snap in self._runtime.snapshots()}
+            plan = plan_reconcile(request.attempts, local, self._spec_cache)
+            for spec in plan.cache:
+                self._spec_cache[spec.attempt_uid] = spec
+            for uid, reason in plan.stop:
+                self._runtime.kill(uid, KillReason.STOP, f"stopped by the controller ({reason.value})")
+            for uid in plan.zombies:
+                self._runtime.kill(uid, KillReason.ZOMBIE)
+            for uid, error in plan.reject:
+                self._runtime.record_failure(uid, error)
+            for spec in plan.start:
+                self._runtime.start(spec)
+            self._runtime.pin(plan.desired)
+            observations = []
+            for uid in plan.observe:
+                snapshot = self._runtime.snapshot(uid)
+                if snapshot is None:
+                    observations.append(
+                        AttemptObservation(attempt_uid=uid, state=TaskState.MISSING, runtime_released=True)
+                    )
+                else:
+                    observations.append(observation_of(snapshot))
+                    if snapshot.terminal:
+                        self._spec_cache.pop(uid, None)
+            for uid in [uid for uid in self._spec_cache if uid not in plan.desired]:
+                del self._spec_cache[uid]
+        if self._link is not None:
+            self._link.reconciled(covered)
+        return ReconcileResponse(
+            worker_id=self.worker_id, observations=observations, health=self._health.current()
+        )
+
+    def logs(self, attempt_uid: str, offset: int, limit: int) -> LogsResponse:
+        return self._runtime.read_logs(attempt_uid, offset, limit)
+
+
+def create_app(service: WorkerService) -> FastAPI:
+    app = FastAPI(title=f"Iris worker {service.worker_id}", docs_url=None, redoc_url=None)
+
+    @app.exception_handler(IrisError)
+    async def _iris_error(_request: Request, exc: IrisError) -> JSONResponse:
+        return JSONResponse(
+            {"error": {"code": exc.code, "message": exc.message}}, status_code=exc.status_code
+        )
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        message = f"invalid request: {where}: {first.get('msg', 'malformed')}" if where else "invalid request"
+        return JSONResponse({"error": {"code": "invalid_argument", "message": message}}, status_code=400)
+
+    @app.post("/reconcile", response_model=ReconcileResponse)
+    def reconcile(request: ReconcileRequest) -> Response:
+        answer = service.reconcile(request)
+        return Response(answer.model_dump_json(), media_type="application/json")
+
+    @app.get("/attempts/{attempt_uid}/logs", response_model=LogsResponse)
+    def logs(
+        attempt_uid: str,
+        offset: Annotated[int, Query(ge=0)] = 0,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    ) -> Response:
+        page = service.logs(attempt_uid, offset, limit)
+        return Response(page.model_dump_json(), media_type="application/json")
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, object]:
+        return {"worker_id": service.worker_id, "ok": True}
+
+    return app
