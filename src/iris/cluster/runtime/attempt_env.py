@@ -23,6 +23,7 @@ def build_attempt_env(
     controller_url: str,
     worker_id: str,
     ports: Mapping[str, int],
+    work_dir: str,
 ) -> dict[str, str]:
     """Worker env, then job env, then the IRIS_* contract (which a job cannot override)."""
     env = dict(base)
@@ -31,6 +32,7 @@ def build_attempt_env(
         env.update(spec.environment.env_vars)
     env.update(
         {
+            "PWD": work_dir,
             "IRIS_CONTROLLER_URL": controller_url,
             "IRIS_JOB_ID": spec.job_id,
             "IRIS_TASK_ID": spec.task_id,

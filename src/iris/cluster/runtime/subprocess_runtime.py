@@ -292,7 +292,12 @@ class SubprocessRuntime:
         argv = self._argv(spec, attempt.dir)
         ports = allocate_ports(spec.ports, taken_ports)
         env = build_attempt_env(
-            self._base_env, spec, controller_url=self.controller_url, worker_id=self.worker_id, ports=ports
+            self._base_env,
+            spec,
+            controller_url=self.controller_url,
+            worker_id=self.worker_id,
+            ports=ports,
+            work_dir=str(work_dir),
         )
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()

@@ -1,0 +1,81 @@
+"""The JSON-lines attempt log: line splitting, streams, and paging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from iris.cluster.runtime.attempt_log import MAX_LINE_BYTES, AttemptLogWriter, read_log_page
+
+
+def lines_of(path: Path) -> list[tuple[str, str]]:
+    return [(d["stream"], d["line"]) for d in read_log_page(path, 0, 10**6).lines]
+
+
+def test_chunks_are_split_into_lines_across_reads(tmp_path: Path) -> None:
+    log = AttemptLogWriter(tmp_path / "log")
+    log.feed("stdout", b"hel")
+    log.feed("stderr", b"warn\r\n")
+    log.feed("stdout", b"lo\nwor")
+    log.system("an event")
+    log.feed("stdout", b"ld\n\xff\n")
+    log.end_stream("stdout")
+    log.close()
+    assert lines_of(tmp_path / "log") == [
+        ("stderr", "warn"),
+        ("stdout", "hello"),
+        ("system", "an event"),
+        ("stdout", "world"),
+        ("stdout", "\ufffd"),
+    ]
+
+
+def test_unterminated_output_becomes_a_line_at_end_of_stream(tmp_path: Path) -> None:
+    log = AttemptLogWriter(tmp_path / "log")
+    log.feed("stdout", b"partial")
+    assert lines_of(tmp_path / "log") == []
+    log.end_stream("stdout")
+    assert lines_of(tmp_path / "log") == [("stdout", "partial")]
+
+
+def test_a_huge_line_is_cut(tmp_path: Path) -> None:
+    log = AttemptLogWriter(tmp_path / "log")
+    log.feed("stdout", b"x" * (MAX_LINE_BYTES * 2 + 5))
+    log.end_stream("stdout")
+    assert [len(text) for _, text in lines_of(tmp_path / "log")] == [MAX_LINE_BYTES, MAX_LINE_BYTES, 5]
+
+
+def test_a_half_written_line_is_not_read(tmp_path: Path) -> None:
+    path = tmp_path / "log"
+    path.write_bytes(b'{"ts":1.0,"stream":"stdout","line":"a"}\n{"ts":2.0,"str')
+    page = read_log_page(path, 0, 10)
+    assert [d["line"] for d in page.lines] == ["a"] and page.next_offset == 1 and page.at_end
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(
+        st.text(
+            alphabet=st.characters(blacklist_characters="\n\r", blacklist_categories=("Cs",)), max_size=20
+        ),
+        max_size=40,
+    ),
+    st.integers(1, 7),
+)
+def test_paging_reads_every_line_once(tmp_path_factory, texts: list[str], limit: int) -> None:
+    path = tmp_path_factory.mktemp("log") / "log"
+    log = AttemptLogWriter(path)
+    for text in texts:
+        log.feed("stdout", text.encode() + b"\n")
+    log.close()
+    seen, offset = [], 0
+    while True:
+        page = read_log_page(path, offset, limit)
+        seen += [d["line"] for d in page.lines]
+        assert page.next_offset == offset + len(page.lines)
+        offset = page.next_offset
+        if page.at_end:
+            break
+    assert seen == texts

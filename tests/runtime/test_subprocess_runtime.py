@@ -1,0 +1,326 @@
+"""The subprocess runtime with real processes: logs, exit codes, kills, limits, env, callables."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import cloudpickle
+import psutil
+import pytest
+from tests.runtime.helpers import make_spec, new_runtime, wait_done
+
+from iris.cluster.runtime import KillReason, SubprocessRuntime
+from iris.rpc.enums import TaskState
+from iris.rpc.errors import NotFound
+from iris.rpc.models import Entrypoint, EnvironmentSpec, ResourceSpec
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[SubprocessRuntime]:
+    rt = new_runtime(tmp_path)
+    yield rt
+    rt.shutdown()
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(interval)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_output_is_captured_with_timestamps_and_streams(runtime: SubprocessRuntime) -> None:
+    before = time.time()
+    spec = make_spec("sh", "-c", "echo hello; echo oops >&2; printf 'no newline'")
+    runtime.start(spec)
+    snap = wait_done(runtime, spec.attempt_uid)
+    assert snap.state is TaskState.SUCCEEDED and snap.exit_code == 0
+    page = runtime.read_logs(spec.attempt_uid)
+    assert page.complete
+    user_lines = [(line.stream, line.line) for line in page.lines if line.stream != "system"]
+    assert sorted(user_lines) == [("stderr", "oops"), ("stdout", "hello"), ("stdout", "no newline")]
+    assert all(before <= line.ts <= time.time() for line in page.lines)
+    assert page.lines[0].stream == "system" and "started process" in page.lines[0].line
+    assert page.lines[-1].stream == "system" and "SUCCEEDED" in page.lines[-1].line
+    raw = (runtime.attempts_dir / spec.attempt_uid / "log.jsonl").read_text().splitlines()
+    assert [set(json.loads(r)) for r in raw] == [{"ts", "stream", "line"}] * len(raw)
+
+
+def test_logs_page_by_line_offset(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sh", "-c", "for i in $(seq 1 25); do echo line$i; done")
+    runtime.start(spec)
+    wait_done(runtime, spec.attempt_uid)
+    seen, offset = [], 0
+    while True:
+        page = runtime.read_logs(spec.attempt_uid, offset=offset, limit=10)
+        seen += [line.line for line in page.lines if line.stream == "stdout"]
+        offset = page.next_offset
+        if page.complete:
+            break
+        assert len(page.lines) == 10
+    assert seen == [f"line{i}" for i in range(1, 26)]
+    assert offset == 27  # 25 lines plus the start and end system lines
+
+
+def test_unknown_attempt_logs_raise_not_found(runtime: SubprocessRuntime) -> None:
+    with pytest.raises(NotFound):
+        runtime.read_logs("nope")
+    with pytest.raises(NotFound):
+        runtime.read_logs("../etc")
+
+
+def test_nonzero_exit_code_is_reported(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sh", "-c", "exit 7")
+    runtime.start(spec)
+    snap = wait_done(runtime, spec.attempt_uid)
+    assert snap.state is TaskState.FAILED and snap.exit_code == 7 and snap.error == "exited with code 7"
+    assert snap.started_at is not None and snap.finished_at >= snap.started_at
+
+
+def test_missing_program_fails_to_start(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("/definitely/not/a/program")
+    snap = runtime.start(spec)
+    assert snap.state is TaskState.FAILED and snap.exit_code == 127 and snap.runtime_released
+    assert "could not start" in snap.error
+
+
+def test_kill_takes_down_the_whole_tree(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sh", "-c", "sleep 100 & sleep 100 & wait")
+    runtime.start(spec)
+    pgid = int(json.loads((runtime.pids_dir / f"{spec.attempt_uid}.json").read_text())["pgid"])
+    wait_until(lambda: len([p for p in psutil.process_iter() if _pgid(p.pid) == pgid]) >= 3)
+    members = [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid]
+    runtime.kill(spec.attempt_uid, KillReason.STOP, "stopped by the controller (CANCELLED)")
+    snap = wait_done(runtime, spec.attempt_uid)
+    assert snap.state is TaskState.KILLED and snap.error == "stopped by the controller (CANCELLED)"
+    assert not any(pid_alive(pid) for pid in members)
+    assert not (runtime.pids_dir / f"{spec.attempt_uid}.json").exists()
+
+
+def test_kill_reaches_a_descendant_that_left_the_group(runtime: SubprocessRuntime, tmp_path: Path) -> None:
+    pidfile = tmp_path / "escapee.pid"
+    script = f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 100' & sleep 100"
+    spec = make_spec("sh", "-c", script)
+    runtime.start(spec)
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip().isdigit())
+    escapee = int(pidfile.read_text())
+    assert _pgid(escapee) != _pgid(os.getpid())
+    runtime.kill(spec.attempt_uid, KillReason.STOP)
+    wait_done(runtime, spec.attempt_uid)
+    wait_until(lambda: not pid_alive(escapee), timeout=5)
+
+
+def test_sigterm_ignoring_process_is_killed_after_the_grace(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sh", "-c", "trap '' TERM; echo ready; while true; do sleep 0.05; done")
+    runtime.start(spec)
+    wait_until(lambda: any(line.line == "ready" for line in runtime.read_logs(spec.attempt_uid).lines))
+    began = time.monotonic()
+    runtime.kill(spec.attempt_uid, KillReason.STOP)
+    snap = wait_done(runtime, spec.attempt_uid)
+    assert snap.state is TaskState.KILLED and snap.exit_code == 137
+    assert time.monotonic() - began >= 0.9  # the 1 s grace of the fixture
+
+
+def test_memory_limit_kills_the_tree_with_an_oom_error(runtime: SubprocessRuntime) -> None:
+    code = "import time; x = bytearray(200 * 1000**2); x[::4096] = b'x' * len(x[::4096]); time.sleep(60)"
+    spec = make_spec(sys.executable, "-c", code, resources=ResourceSpec(cpu=1, memory="80MB"))
+    runtime.start(spec)
+    snap = wait_done(runtime, spec.attempt_uid)
+    assert snap.state is TaskState.FAILED and snap.exit_code == 137
+    assert snap.error.startswith("out of memory: used ") and snap.error.endswith(", limit 80MB")
+    assert any("out of memory" in line.line for line in runtime.read_logs(spec.attempt_uid).lines)
+
+
+def test_memory_under_the_limit_is_left_alone(runtime: SubprocessRuntime) -> None:
+    spec = make_spec(
+        sys.executable, "-c", "import time; time.sleep(0.5)", resources=ResourceSpec(memory="500MB")
+    )
+    runtime.start(spec)
+    assert wait_done(runtime, spec.attempt_uid).state is TaskState.SUCCEEDED
+
+
+def test_execution_timeout_fails_the_attempt(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sleep", "30", timeout_s=0.3)
+    runtime.start(spec)
+    snap = wait_done(runtime, spec.attempt_uid)
+    assert snap.state is TaskState.FAILED and snap.error == "timed out after 0.3s"
+
+
+def test_environment_carries_job_env_and_iris_contract(runtime: SubprocessRuntime) -> None:
+    spec = make_spec(
+        "env",
+        env={"JOB_VAR": "1", "IRIS_TASK_ID": "cannot override"},
+        environment=EnvironmentSpec(env_vars={"EXTRA": "two"}),
+        ports=["http", "grpc-api"],
+    )
+    runtime.start(spec)
+    wait_done(runtime, spec.attempt_uid)
+    env = dict(
+        line.line.split("=", 1)
+        for line in runtime.read_logs(spec.attempt_uid).lines
+        if line.stream == "stdout"
+    )
+    assert env["JOB_VAR"] == "1" and env["EXTRA"] == "two"
+    assert env["IRIS_TASK_ID"] == "/alice/train/0"
+    assert env["IRIS_JOB_ID"] == "/alice/train"
+    assert env["IRIS_TASK_INDEX"] == "0"
+    assert env["IRIS_ATTEMPT_UID"] == spec.attempt_uid
+    assert env["IRIS_ATTEMPT_NUMBER"] == "0"
+    assert env["IRIS_WORKER_ID"] == "w-test"
+    assert env["IRIS_CONTROLLER_URL"] == "http://127.0.0.1:1"
+    assert env["PATH"] == os.environ["PATH"]
+    ports = {int(env["IRIS_PORT_HTTP"]), int(env["IRIS_PORT_GRPC_API"])}
+    assert len(ports) == 2 and all(1024 <= p <= 65535 for p in ports)
+    assert env["PWD"] == str(runtime.attempts_dir / spec.attempt_uid / "work")
+
+
+def _callable_payload(fn, *args) -> Entrypoint:
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    try:
+        return Entrypoint.from_callable(fn, *args)
+    finally:
+        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+
+
+def greet(name: str) -> None:
+    print(f"hello from a callable, {name}")
+
+
+def explode() -> None:
+    raise RuntimeError("boom in the task")
+
+
+def test_callable_entrypoint_runs_and_prints(runtime: SubprocessRuntime) -> None:
+    spec = make_spec(entrypoint=_callable_payload(greet, "iris"))
+    runtime.start(spec)
+    snap = wait_done(runtime, spec.attempt_uid)
+    assert snap.state is TaskState.SUCCEEDED
+    lines = runtime.read_logs(spec.attempt_uid).lines
+    assert ("stdout", "hello from a callable, iris") in [(line.stream, line.line) for line in lines]
+
+
+def test_callable_exception_fails_with_traceback(runtime: SubprocessRuntime) -> None:
+    spec = make_spec(entrypoint=_callable_payload(explode))
+    runtime.start(spec)
+    snap = wait_done(runtime, spec.attempt_uid)
+    assert snap.state is TaskState.FAILED and snap.exit_code == 1
+    stderr = [line.line for line in runtime.read_logs(spec.attempt_uid).lines if line.stream == "stderr"]
+    assert "RuntimeError: boom in the task" in stderr and stderr[0].startswith("Traceback")
+
+
+def test_starting_the_same_attempt_twice_runs_it_once(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sleep", "30")
+    first = runtime.start(spec)
+    second = runtime.start(spec)
+    assert first.state is second.state is TaskState.RUNNING and runtime.running_count() == 1
+    runtime.kill(spec.attempt_uid, KillReason.STOP)
+    wait_done(runtime, spec.attempt_uid)
+
+
+def test_leftover_trees_are_killed_when_the_worker_restarts(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    script = (
+        "import sys\nfrom pathlib import Path\n"
+        "from iris.cluster.runtime import SubprocessRuntime\n"
+        "from iris.rpc.models import Entrypoint, ResourceSpec, RunSpec\n"
+        "rt = SubprocessRuntime(Path(sys.argv[1]), worker_id='w-restart', controller_url='http://x')\n"
+        "spec = RunSpec(attempt_uid='left1', attempt_number=0, job_id='/a/j', task_id='/a/j/0', task_index=0,\n"
+        "    entrypoint=Entrypoint.from_command('sh', '-c', 'sleep 100 & sleep 100'), resources=ResourceSpec())\n"
+        "print(rt.start(spec).state, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-c", script, str(state)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert worker.stdout.readline().strip() == "RUNNING"
+    record = json.loads((state / "pids" / "left1.json").read_text())
+    wait_until(lambda: len([p for p in psutil.process_iter() if _pgid(p.pid) == record["pgid"]]) >= 3)
+    tree = [p.pid for p in psutil.process_iter() if _pgid(p.pid) == record["pgid"]]
+    worker.kill()  # like kill -9: no cleanup, the attempt tree keeps running
+    worker.wait()
+    assert all(pid_alive(pid) for pid in tree)
+
+    restarted = SubprocessRuntime(state, worker_id="w-restart", controller_url="http://x")
+    try:
+        assert restarted.leftovers_killed == ["left1"]
+        wait_until(lambda: not any(pid_alive(pid) for pid in tree), timeout=5)
+        assert not (state / "pids" / "left1.json").exists()
+        # The previous run's log stays readable, as a finished log.
+        page = restarted.read_logs("left1")
+        assert page.complete and "started process" in page.lines[0].line
+    finally:
+        restarted.shutdown()
+
+
+def test_leftover_record_with_a_reused_pid_kills_nothing(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    (state / "pids").mkdir(parents=True)
+    bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        record = {"attempt_uid": "old", "pgid": bystander.pid, "start_ticks": 1, "boot_id": "whatever"}
+        (state / "pids" / "old.json").write_text(json.dumps(record))
+        rt = SubprocessRuntime(state, worker_id="w-reuse", controller_url="http://x")
+        rt.shutdown()
+        assert rt.leftovers_killed == ["old"]
+        assert bystander.poll() is None
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_shutdown_kills_running_attempts(tmp_path: Path) -> None:
+    rt = SubprocessRuntime(tmp_path / "s", worker_id="w", controller_url="http://x", kill_grace_s=0.5)
+    spec = make_spec("sleep", "60")
+    rt.start(spec)
+    rt.shutdown()
+    snap = rt.snapshot(spec.attempt_uid)
+    assert snap.state is TaskState.KILLED and snap.runtime_released
+
+
+def test_state_changes_are_reported_through_the_callback(tmp_path: Path) -> None:
+    changes: list[str] = []
+    rt = SubprocessRuntime(tmp_path / "s", worker_id="w", controller_url="http://x", on_change=changes.append)
+    try:
+        spec = make_spec("true")
+        rt.start(spec)
+        wait_done(rt, spec.attempt_uid)
+        assert changes.count(spec.attempt_uid) >= 2  # started, then finished (and released)
+    finally:
+        rt.shutdown()
+
+
+def test_retention_keeps_only_the_newest_finished_attempts(tmp_path: Path) -> None:
+    rt = SubprocessRuntime(
+        tmp_path / "s", worker_id="w", controller_url="http://x", keep_finished=3, monitor_interval_s=0.05
+    )
+    try:
+        specs = [make_spec("true") for _ in range(6)]
+        for spec in specs:
+            rt.start(spec)
+            wait_done(rt, spec.attempt_uid)
+        wait_until(lambda: len(list(rt.attempts_dir.iterdir())) == 3)
+        assert sorted(p.name for p in rt.attempts_dir.iterdir()) == sorted(s.attempt_uid for s in specs[3:])
+        assert rt.snapshot(specs[0].attempt_uid) is None
+        assert rt.read_logs(specs[-1].attempt_uid).complete
+    finally:
+        rt.shutdown()
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
