@@ -30,6 +30,7 @@ _NOT_DNS = re.compile(r"[^a-z0-9-]+")
 _DASHES = re.compile(r"-{2,}")
 _NOT_LABEL = re.compile(r"[^A-Za-z0-9._-]+")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_PLAIN = re.compile(r"^[a-z0-9]+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -54,9 +55,10 @@ def task_name(task_id: str) -> str:
 def pod_name(task_id: str, attempt_uid: str, container_name: str = TASK_CONTAINER) -> str:
     """``{task_name}-{attempt_uid}-{container_name}`` as a DNS-1123 label of at most 63 chars.
 
-    The attempt uid always survives intact, so two attempts never share a name. When the
-    readable task prefix has to be shortened, or when sanitising the uid or container name
-    lost information, a short hash of the full unsanitised triple is kept before the uid.
+    The attempt uid always survives (sanitised, never truncated), so two attempts never share
+    a name. When the readable task prefix has to be shortened, or when the uid is not plain
+    ``[a-z0-9]`` or the container name needed sanitising, a short hash of the full
+    unsanitised triple is kept before the uid.
     """
     uid = dns_fragment(attempt_uid)
     container = dns_fragment(container_name)
@@ -65,7 +67,9 @@ def pod_name(task_id: str, attempt_uid: str, container_name: str = TASK_CONTAINE
     if not container:
         raise ValueError(f"container name {container_name!r} has no character usable in a pod name")
     prefix = task_name(task_id) or "task"
-    lossless = uid == attempt_uid and container == container_name
+    # A uid of plain [a-z0-9] is always the second-to-last dash-separated token, so it alone
+    # keeps names apart; anything else (dashes, capitals, symbols) also gets the hash.
+    lossless = bool(_PLAIN.match(attempt_uid)) and container == container_name
     plain = f"{prefix}-{uid}-{container}"
     if lossless and len(plain) <= MAX_NAME_LENGTH:
         return plain

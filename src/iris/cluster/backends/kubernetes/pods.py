@@ -36,7 +36,16 @@ KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
 
-CALLABLE_RUNNER_MODULE = "iris.cluster.worker.callable_runner"
+CALLABLE_ENV = "IRIS_CALLABLE_B64"
+# The callable runner reads its pickle from a file; a pod has no file we could ship, so the
+# payload travels base64-encoded in an env var and this bootstrap writes it out first.
+CALLABLE_BOOTSTRAP = (
+    "import base64, os, sys, tempfile\n"
+    "from iris.cluster.worker.callable_runner import main\n"
+    "with tempfile.NamedTemporaryFile(suffix='.pkl', delete=False) as f:\n"
+    f"    f.write(base64.b64decode(os.environ.pop({CALLABLE_ENV!r})))\n"
+    "sys.exit(main([f.name]))\n"
+)
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -115,11 +124,11 @@ def build_pod(
 
 
 def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
-    """Environment of the task container: the job's variables, then Iris's (which win)."""
-    env: dict[str, str] = {}
+    """Job env, then the environment's variables, then the IRIS_* contract (which a job cannot
+    override): the same layering as the worker daemon's."""
+    env: dict[str, str] = dict(spec.env)
     if spec.environment is not None:
         env.update(spec.environment.env_vars)
-    env.update(spec.env)
     env.update(
         {
             "IRIS_CONTROLLER_URL": controller_url,
@@ -131,6 +140,8 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
             "IRIS_ATTEMPT_NUMBER": str(spec.attempt_number),
         }
     )
+    if spec.entrypoint.kind == "callable":
+        env[CALLABLE_ENV] = spec.entrypoint.callable_b64 or ""
     if spec.bundle_id:
         env["IRIS_BUNDLE_ID"] = spec.bundle_id
     if spec.user:
@@ -141,7 +152,7 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
 def container_command(spec: RunSpec) -> list[str]:
     entrypoint = spec.entrypoint
     if entrypoint.kind == "callable":
-        argv = ["python", "-m", CALLABLE_RUNNER_MODULE, "--b64", entrypoint.callable_b64 or ""]
+        argv = ["python", "-c", CALLABLE_BOOTSTRAP]
     else:
         argv = list(entrypoint.argv)
     packages = spec.environment.pip_packages if spec.environment is not None else []

@@ -1,0 +1,263 @@
+"""build_pod: labels, annotations, Kueue gang and priority, resources, placement, command."""
+
+from __future__ import annotations
+
+import base64
+import os
+import subprocess
+import sys
+from typing import Any
+
+import cloudpickle
+import kubernetes_validate
+import pytest
+
+from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
+from iris.cluster.backends.kubernetes.naming import is_label_value, pod_name
+from iris.cluster.backends.kubernetes.pods import CALLABLE_BOOTSTRAP, PodSpecError, build_pod
+from iris.rpc.enums import PriorityBand
+from iris.rpc.models import (
+    Constraint,
+    CoschedulingConfig,
+    DeviceSpec,
+    Entrypoint,
+    EnvironmentSpec,
+    ResourceSpec,
+    RunSpec,
+)
+
+K8S_VERSION = "1.31"
+CONFIG = KubernetesBackendConfig(namespace="iris", local_queue="team-q", service_account="iris-task")
+
+
+def run_spec(**overrides: Any) -> RunSpec:
+    fields: dict[str, Any] = {
+        "attempt_uid": "0123456789abcdef",
+        "attempt_number": 2,
+        "job_id": "/alice/train",
+        "task_id": "/alice/train/3",
+        "task_index": 3,
+        "entrypoint": Entrypoint.from_command("python", "train.py", "--lr", "0.1"),
+        "resources": ResourceSpec(cpu=0.5, memory="2GB"),
+        "env": {"WANDB_MODE": "offline", "IRIS_JOB_ID": "spoofed"},
+    }
+    fields.update(overrides)
+    return RunSpec(**fields)
+
+
+def build(spec: RunSpec, config: KubernetesBackendConfig = CONFIG) -> dict[str, Any]:
+    return build_pod(spec, config, controller_url="http://iris:10000", backend_id="k8s-prod")
+
+
+def env_of(pod: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
+
+
+def test_pod_is_valid_kubernetes() -> None:
+    gang = run_spec(
+        replicas=4,
+        coscheduling=CoschedulingConfig(group_by="pool"),
+        resources=ResourceSpec(cpu=8, memory="32GB", disk="100GB", device=DeviceSpec(type="gpu", count=2)),
+        constraints=[
+            Constraint(key="pool", value="a"),
+            Constraint(key="zone", op="IN", values=["x", "y"]),
+            Constraint(key="gen", op="GE", value="3"),
+            Constraint(key="example.com/flaky", op="NOT_EXISTS"),
+        ],
+        environment=EnvironmentSpec(pip_packages=["numpy==2.0"], env_vars={"A": "1"}),
+    )
+    for spec in (run_spec(), gang):
+        kubernetes_validate.validate(build(spec), K8S_VERSION, strict=True)
+
+
+def test_identity_labels_and_annotations() -> None:
+    pod = build(run_spec())
+    meta = pod["metadata"]
+    assert (
+        meta["name"]
+        == pod_name("/alice/train/3", "0123456789abcdef")
+        == "alice-train-3-0123456789abcdef-task"
+    )
+    assert meta["namespace"] == "iris"
+    labels = meta["labels"]
+    assert labels["iris.managed"] == "true"
+    assert labels["iris.backend_id"] == "k8s-prod"
+    assert labels["iris.job_id"] == "alice.train"
+    assert labels["iris.task_id"] == "alice.train.3"
+    assert labels["iris.attempt_uid"] == "0123456789abcdef"
+    assert labels["kueue.x-k8s.io/queue-name"] == "team-q"
+    assert all(is_label_value(v) for v in labels.values())
+    assert meta["annotations"]["iris.job_id"] == "/alice/train"
+    assert meta["annotations"]["iris.task_id"] == "/alice/train/3"
+    assert meta["annotations"]["iris.attempt_uid"] == "0123456789abcdef"
+    spec = pod["spec"]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["serviceAccountName"] == "iris-task"
+    assert spec["containers"][0]["name"] == "task"
+    assert spec["containers"][0]["image"] == "python:3.11-slim"
+    assert spec["containers"][0]["command"] == ["python", "train.py", "--lr", "0.1"]
+
+
+@pytest.mark.parametrize(
+    ("band", "name"),
+    [
+        (PriorityBand.PRODUCTION, "iris-production"),
+        (PriorityBand.INTERACTIVE, "iris-interactive"),
+        (PriorityBand.BATCH, "iris-batch"),
+    ],
+)
+def test_priority_band(band: PriorityBand, name: str) -> None:
+    pod = build(run_spec(priority=band))
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == name
+    assert pod["spec"]["priorityClassName"] == name
+
+
+def test_priority_mapping_is_overridable() -> None:
+    config = KubernetesBackendConfig(priority_classes={PriorityBand.BATCH: "spot"})
+    batch = build(run_spec(priority=PriorityBand.BATCH), config)
+    assert batch["spec"]["priorityClassName"] == "spot"
+    prod = build(run_spec(priority=PriorityBand.PRODUCTION), config)
+    assert "priorityClassName" not in prod["spec"]
+    assert "kueue.x-k8s.io/priority-class" not in prod["metadata"]["labels"]
+
+
+def test_gang_gets_pod_group() -> None:
+    pod = build(run_spec(replicas=4, coscheduling=CoschedulingConfig(group_by="pool")))
+    group = pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"]
+    assert group.startswith("alice-train-") and is_label_value(group)
+    assert pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "4"
+    sibling = build(
+        run_spec(
+            task_id="/alice/train/0",
+            task_index=0,
+            replicas=4,
+            coscheduling=CoschedulingConfig(group_by="pool"),
+        )
+    )
+    assert sibling["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == group
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [run_spec(replicas=4), run_spec(replicas=1, coscheduling=CoschedulingConfig(group_by="pool"))],
+    ids=["replicas-without-coscheduling", "coscheduling-single-replica"],
+)
+def test_no_pod_group_without_a_real_gang(spec: RunSpec) -> None:
+    pod = build(spec)
+    assert "kueue.x-k8s.io/pod-group-name" not in pod["metadata"]["labels"]
+    assert "kueue.x-k8s.io/pod-group-total-count" not in pod["metadata"]["annotations"]
+
+
+def test_resources() -> None:
+    pod = build(
+        run_spec(
+            resources=ResourceSpec(cpu=0.5, memory="2GB", disk="10GB", device=DeviceSpec(type="gpu", count=2))
+        )
+    )
+    res = pod["spec"]["containers"][0]["resources"]
+    assert res["requests"] == {
+        "cpu": "500m",
+        "memory": "2000000000",
+        "ephemeral-storage": "10000000000",
+        "nvidia.com/gpu": "2",
+    }
+    assert res["limits"] == {
+        "memory": "2000000000",
+        "ephemeral-storage": "10000000000",
+        "nvidia.com/gpu": "2",
+    }
+
+
+def test_zero_resources_are_left_out() -> None:
+    res = build(run_spec(resources=ResourceSpec(cpu=0, memory=0)))["spec"]["containers"][0]["resources"]
+    assert res == {}
+
+
+def test_unknown_device_type_is_a_spec_error() -> None:
+    with pytest.raises(PodSpecError, match="device type 'fpga'"):
+        build(run_spec(resources=ResourceSpec(device=DeviceSpec(type="fpga"))))
+
+
+def test_constraints_become_node_selector_and_affinity() -> None:
+    pod = build(
+        run_spec(
+            constraints=[
+                Constraint(key="pool", value="a"),
+                Constraint(key="topology.kubernetes.io/zone", value="us-east1-b"),
+                Constraint(key="tier", op="NE", value="spot"),
+                Constraint(key="gen", op="LE", value="4"),
+                Constraint(key="gpu", op="EXISTS"),
+            ]
+        )
+    )
+    spec = pod["spec"]
+    assert spec["nodeSelector"] == {"pool": "a", "topology.kubernetes.io/zone": "us-east1-b"}
+    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert terms == [
+        {
+            "matchExpressions": [
+                {"key": "tier", "operator": "NotIn", "values": ["spot"]},
+                {"key": "gen", "operator": "Lt", "values": ["5"]},
+                {"key": "gpu", "operator": "Exists"},
+            ]
+        }
+    ]
+
+
+def test_only_eq_constraints_means_no_affinity() -> None:
+    spec = build(run_spec(constraints=[Constraint(key="pool", value="a")]))["spec"]
+    assert "affinity" not in spec
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        Constraint(key="bad key!", value="a"),
+        Constraint(key="pool", value="not a label value!"),
+        Constraint(key="mem", op="GT", value="1.5"),
+    ],
+)
+def test_inexpressible_constraints_are_spec_errors(constraint: Constraint) -> None:
+    with pytest.raises(PodSpecError):
+        build(run_spec(constraints=[constraint]))
+
+
+def test_env_contract() -> None:
+    env = env_of(build(run_spec(environment=EnvironmentSpec(env_vars={"WANDB_MODE": "online"}))))
+    assert env["WANDB_MODE"] == "online"  # environment vars layer over the job env
+    assert env["IRIS_JOB_ID"] == "/alice/train"  # the Iris contract cannot be overridden
+    assert env["IRIS_CONTROLLER_URL"] == "http://iris:10000"
+    assert env["IRIS_TASK_ID"] == "/alice/train/3"
+    assert env["IRIS_TASK_INDEX"] == "3"
+    assert env["IRIS_ATTEMPT_UID"] == "0123456789abcdef"
+    assert env["IRIS_ATTEMPT_NUMBER"] == "2"
+
+
+def test_pip_packages_are_installed_before_the_command() -> None:
+    command = build(run_spec(environment=EnvironmentSpec(pip_packages=["numpy==2.0", "a b"])))["spec"][
+        "containers"
+    ][0]["command"]
+    assert command[:2] == ["sh", "-c"]
+    assert "pip install" in command[2] and "numpy==2.0 'a b'" in command[2]
+    assert command[3:] == ["iris-setup", "python", "train.py", "--lr", "0.1"]
+
+
+def _double(x: int) -> None:
+    if x * 2 != 42:
+        raise SystemExit(3)
+
+
+@pytest.mark.parametrize(("arg", "code"), [(21, 0), (1, 3)])
+def test_callable_entrypoint_runs_from_the_pod_command(arg: int, code: int) -> None:
+    """Run the rendered command and env exactly as the kubelet would, in a local process."""
+    pod = build(run_spec(entrypoint=Entrypoint.from_callable(_double, arg)))
+    container = pod["spec"]["containers"][0]
+    assert container["command"] == ["python", "-c", CALLABLE_BOOTSTRAP]
+    env = {**os.environ, **env_of(pod)}
+    payload = base64.b64decode(env["IRIS_CALLABLE_B64"])
+    assert cloudpickle.loads(payload)[1] == (arg,)
+    argv = [sys.executable, *container["command"][1:]]
+    done = subprocess.run(argv, env=env, capture_output=True, timeout=60)
+    assert done.returncode == code, done.stderr.decode()
