@@ -104,7 +104,9 @@ def _free_capacity_for(
     return preempting_reason(reclaimer.fleet.ids[i], [p.victim_task_id for p in made], waiting_on)
 
 
-def _pending_reasons(fleet: Fleet, waiting: list[tuple[TaskRequest, Cause]], limit: int) -> dict[str, PendingReason]:
+def _pending_reasons(
+    fleet: Fleet, waiting: list[tuple[TaskRequest, Cause]], limit: int
+) -> dict[str, PendingReason]:
     reasons: dict[str, PendingReason] = {}
     by_shape: dict[int, Reason] = {}
     positions = [0] * len(BAND_RANK)

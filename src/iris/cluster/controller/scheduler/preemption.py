@@ -51,6 +51,7 @@ class Reclaimer:
         self.gang_top_rank: dict[str, int] = {}  # rank of the most important running member
         self.taken: set[str] = set()
         self._plans: dict[tuple[int, int], list[tuple[Cost, int]]] = {}
+        self._lower: dict[int, set[int]] = {}  # by band rank: workers with a lower-band victim
         for task in running:
             i = fleet.index.get(task.worker_id)
             if i is None:
@@ -66,9 +67,14 @@ class Reclaimer:
         for tasks in self.victims.values():
             tasks.sort(key=_victim_order)
 
-    @property
-    def active(self) -> set[int]:
-        return self.pool.keys() | self.victims.keys()
+    def candidates(self, rank: int) -> set[int]:
+        """Workers where a task of band ``rank`` might get room: a pool, or a lower-band victim."""
+        lower = self._lower.get(rank)
+        if lower is None:
+            lower = self._lower[rank] = {
+                i for i, tasks in self.victims.items() if BAND_RANK[tasks[0].band] > rank
+            }
+        return lower | self.pool.keys()
 
     def _release(self, i: int, task: RunningTask) -> None:
         pool = self.pool.setdefault(i, [0, 0, 0, 0])
@@ -78,7 +84,9 @@ class Reclaimer:
 
     # ------------------------------------------------------------------ planning
 
-    def plan_on(self, i: int, need: Resources, rank: int, gang: bool) -> tuple[Cost, list[RunningTask]] | None:
+    def plan_on(
+        self, i: int, need: Resources, rank: int, gang: bool
+    ) -> tuple[Cost, list[RunningTask]] | None:
         """The cheapest victims on worker ``i`` that make ``need`` fit, or None if impossible."""
         fleet = self.fleet
         pool = self.pool.get(i) or (0, 0, 0, 0)
@@ -136,7 +144,7 @@ class Reclaimer:
             if shape.feasible_set is None:
                 shape.feasible_set = frozenset(shape.feasible)
             heap = []
-            for i in self.active & shape.feasible_set:
+            for i in self.candidates(rank) & shape.feasible_set:
                 found = self.plan_on(i, shape.resources, rank, gang=False)
                 if found is not None:
                     heap.append((found[0], i))

@@ -127,7 +127,9 @@ def value_summary(fleet: Fleet, key: str) -> str:
 def taint_message(fleet: Fleet, constraints: Sequence[Constraint], mask: int) -> str:
     matching = [i for i in fleet.schedulable if mask >> i & 1]
     taints = Counter(t for i in matching for t in fleet.untolerated(i, constraints))
-    listed = ", ".join(f"{taint} on {count}" for taint, count in sorted(taints.items(), key=lambda kv: -kv[1]))
+    listed = ", ".join(
+        f"{taint} on {count}" for taint, count in sorted(taints.items(), key=lambda kv: -kv[1])
+    )
     n = len(matching)
     return (
         f"{plural(n, 'worker')} {'matches' if n == 1 else 'match'} its constraints but "
@@ -160,13 +162,8 @@ def capacity_message(fleet: Fleet, shape: Shape, offering: list[int]) -> str:
     for dim in dims:
         best = max(dim.capacity[i] for i in offering)
         if best < dim.need:
-            return (
-                f"needs {dim.describe_need()}; no {_worker_word(shape)} has more than {dim.amount(best)} capacity"
-            )
-    return (
-        f"needs {shape.resources.describe()}; no {_worker_word(shape)} has all of that capacity "
-        "at once"
-    )
+            return f"needs {dim.describe_need()}; no {_worker_word(shape)} has more than {dim.amount(best)} capacity"
+    return f"needs {shape.resources.describe()}; no {_worker_word(shape)} has all of that capacity at once"
 
 
 def busy_reason(fleet: Fleet, shape: Shape) -> Reason:
