@@ -211,7 +211,7 @@ class ScaleGroupConfig(ConfigModel):
         attrs = dict(self.attributes)
         attrs[SCALE_GROUP_ATTRIBUTE] = self.name
         device = self.resources.device
-        if device is not None and device.count > 0:
+        if device is not None and device.count > 0 and device.type.lower() != "cpu":
             attrs[DEVICE_TYPE_ATTRIBUTE] = device.type.lower()
             if device.variant:
                 attrs[DEVICE_VARIANT_ATTRIBUTE] = device.variant.lower()

@@ -18,12 +18,13 @@ def make_platform(
     state_dir: str | Path,
     *,
     registered_workers: Callable[[], Iterable[tuple[str, str]]] = lambda: (),
+    reregister_after_s: float | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Platform:
     """``state_dir`` is where the local platform keeps slice records and worker logs;
     ``registered_workers`` feeds the manual platform's view of which hosts have a worker."""
     if config.kind == "local":
-        return LocalPlatform(state_dir, clock=clock)
+        return LocalPlatform(state_dir, reregister_after_s=reregister_after_s, clock=clock)
     if config.kind == "manual":
         assert config.manual is not None  # guaranteed by PlatformConfig validation
         return ManualPlatform(config.manual.hosts, registered_workers, clock=clock)

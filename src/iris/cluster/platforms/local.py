@@ -78,7 +78,11 @@ class _SliceRecord:
 
 
 class LocalPlatform:
-    """Starts ``num_vms`` ``python -m iris.cluster.worker`` processes per slice."""
+    """Starts ``num_vms`` ``python -m iris.cluster.worker`` processes per slice.
+
+    Each worker offers one machine of the group (``--cpu``, ``--memory``, ``--disk``, ``--device``)
+    and registers with the group's attributes plus ``scale-group`` and ``slice``.
+    """
 
     kind = "local"
 
@@ -90,6 +94,7 @@ class LocalPlatform:
         env: Mapping[str, str] | None = None,
         terminate_grace_s: float = 5.0,
         keep_terminated_logs_s: float = 86_400.0,
+        reregister_after_s: float | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._root = Path(state_dir).expanduser() / "slices"
@@ -99,6 +104,7 @@ class LocalPlatform:
         self._env.setdefault("PYTHONUNBUFFERED", "1")
         self._grace = terminate_grace_s
         self._keep_logs = keep_terminated_logs_s
+        self._reregister_after_s = reregister_after_s
         self._clock = clock
         self._lock = threading.Lock()
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
@@ -188,6 +194,14 @@ class LocalPlatform:
             "--memory",
             str(group.resources.memory_bytes),
         ]
+        resources = group.resources
+        if resources.disk_bytes:
+            argv += ["--disk", str(resources.disk_bytes)]
+        device = resources.device
+        if device is not None and device.count > 0 and device.type.lower() != "cpu":
+            argv += ["--device", f"{device.type}:{device.variant}:{device.count}"]
+        if self._reregister_after_s is not None:
+            argv += ["--reregister-after", str(self._reregister_after_s)]
         for key, value in sorted(group.worker_attributes(slice_id).items()):
             argv += ["--attr", f"{key}={value}"]
         argv += ["--state-dir", str(state_dir), "--ready-file", str(ready_file)]
