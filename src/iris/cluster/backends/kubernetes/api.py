@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
+import msgspec
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.config.models import User
-from lightkube.generic_resource import create_namespaced_resource
-from lightkube.resources.core_v1 import Event, Node, Pod
+from lightkube.core import resource as lightkube_resource
+from lightkube.generic_resource import Generic, create_api_info
 from lightkube.types import CascadeType
 
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
@@ -23,7 +24,30 @@ from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Newest first: Kueue >= 0.15 stores v1beta2, older releases serve only v1beta1.
 KUEUE_VERSIONS = ("v1beta2", "v1beta1")
-_WORKLOADS = {v: create_namespaced_resource(KUEUE_GROUP, v, "Workload", "workloads") for v in KUEUE_VERSIONS}
+
+
+def _dict_resource(group: str, version: str, kind: str, plural: str, *, namespaced: bool) -> Any:
+    """A lightkube resource class whose objects stay plain dicts.
+
+    lightkube's typed models reject an object missing a field they require; one odd pod must
+    never make the whole listing unreadable, so every resource is read as JSON and the pure
+    code above copes with whatever fields are there.
+    """
+    base = lightkube_resource.NamespacedResourceG if namespaced else lightkube_resource.GlobalResource
+
+    class DictResource(base, Generic):  # type: ignore[misc, valid-type]
+        _api_info = create_api_info(group, version, kind, plural)
+
+    DictResource.__name__ = DictResource.__qualname__ = kind
+    return DictResource
+
+
+Pod = _dict_resource("", "v1", "Pod", "pods", namespaced=True)
+Node = _dict_resource("", "v1", "Node", "nodes", namespaced=False)
+Event = _dict_resource("", "v1", "Event", "events", namespaced=True)
+_WORKLOADS = {
+    v: _dict_resource(KUEUE_GROUP, v, "Workload", "workloads", namespaced=True) for v in KUEUE_VERSIONS
+}
 
 
 class KubeApiError(Exception):
@@ -41,6 +65,10 @@ class ExecResult:
     exit_code: int
     stdout: str
     stderr: str
+
+
+# What a request can fail with: an API status, a transport error, or a body that is not JSON.
+_API_ERRORS = (ApiError, httpx2.HTTPError, msgspec.MsgspecError)
 
 
 def load_kube_config(config: KubernetesBackendConfig) -> SingleConfig:
@@ -74,6 +102,10 @@ def _error(exc: Exception) -> KubeApiError:
         except ValueError:
             pass
         return KubeApiError(response.status_code, reason, message)
+    if isinstance(exc, msgspec.MsgspecError):
+        return KubeApiError(
+            0, "BadResponse", f"the Kubernetes API answered something that is not JSON: {exc}"
+        )
     return KubeApiError(0, type(exc).__name__, f"Kubernetes API unreachable: {exc}")
 
 
@@ -106,8 +138,8 @@ class KubeApi:
         for _ in range(3):
             try:
                 pods = self._client.list(Pod, namespace=self.namespace, labels=labels, chunk_size=self._page)
-                return [p.to_dict() for p in pods]
-            except (ApiError, httpx2.HTTPError) as exc:
+                return [dict(p) for p in pods]
+            except _API_ERRORS as exc:
                 err = _error(exc)
                 if err.status != 410:  # 410: the continue token expired mid-listing; start over
                     raise err from exc
@@ -115,14 +147,14 @@ class KubeApi:
 
     def create_pod(self, manifest: dict[str, Any]) -> dict[str, Any]:
         try:
-            return self._client.create(Pod.from_dict(manifest)).to_dict()
-        except (ApiError, httpx2.HTTPError) as exc:
+            return dict(self._client.create(Pod(manifest)))
+        except _API_ERRORS as exc:
             raise _error(exc) from exc
 
     def get_pod(self, name: str) -> dict[str, Any] | None:
         try:
-            return self._client.get(Pod, name, namespace=self.namespace).to_dict()
-        except (ApiError, httpx2.HTTPError) as exc:
+            return dict(self._client.get(Pod, name, namespace=self.namespace))
+        except _API_ERRORS as exc:
             err = _error(exc)
             if err.status == 404:
                 return None
@@ -133,7 +165,7 @@ class KubeApi:
         try:
             self._client.delete(Pod, name, namespace=self.namespace, cascade=CascadeType.BACKGROUND)
             return True
-        except (ApiError, httpx2.HTTPError) as exc:
+        except _API_ERRORS as exc:
             err = _error(exc)
             if err.status == 404:
                 return False
@@ -147,7 +179,7 @@ class KubeApi:
                     name, namespace=self.namespace, container=container, timestamps=True, newlines=False
                 )
             )
-        except (ApiError, httpx2.HTTPError) as exc:
+        except _API_ERRORS as exc:
             raise _error(exc) from exc
 
     def follow_pod_log(self, name: str, container: str) -> Iterator[str]:
@@ -161,7 +193,7 @@ class KubeApi:
                 follow=True,
                 newlines=False,
             )
-        except (ApiError, httpx2.HTTPError) as exc:
+        except _API_ERRORS as exc:
             raise _error(exc) from exc
 
     def exec(self, name: str, container: str, argv: list[str], timeout_s: float) -> ExecResult:
@@ -175,7 +207,7 @@ class KubeApi:
                 stderr=True,
                 timeout=timeout_s,
             )
-        except (ApiError, httpx2.HTTPError) as exc:
+        except _API_ERRORS as exc:
             raise _error(exc) from exc
         except Exception as exc:  # the websocket layer raises its own types
             raise KubeApiError(0, type(exc).__name__, f"exec into pod {name} failed: {exc}") from exc
@@ -193,14 +225,14 @@ class KubeApi:
                 fields={"involvedObject.name": pod},
                 chunk_size=self._page,
             )
-            return [e.to_dict() for e in events]
-        except (ApiError, httpx2.HTTPError) as exc:
+            return [dict(e) for e in events]
+        except _API_ERRORS as exc:
             raise _error(exc) from exc
 
     def list_nodes(self) -> list[dict[str, Any]]:
         try:
-            return [n.to_dict() for n in self._client.list(Node, chunk_size=self._page)]
-        except (ApiError, httpx2.HTTPError) as exc:
+            return [dict(n) for n in self._client.list(Node, chunk_size=self._page)]
+        except _API_ERRORS as exc:
             raise _error(exc) from exc
 
     def list_workloads(self) -> list[dict[str, Any]]:
@@ -212,8 +244,8 @@ class KubeApi:
                 items = self._client.list(
                     _WORKLOADS[version], namespace=self.namespace, chunk_size=self._page
                 )
-                workloads = [dict(w.to_dict()) for w in items]
-            except (ApiError, httpx2.HTTPError) as exc:
+                workloads = [dict(w) for w in items]
+            except _API_ERRORS as exc:
                 last = _error(exc)
                 if last.status == 404:
                     continue

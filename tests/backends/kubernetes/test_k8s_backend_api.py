@@ -1,0 +1,322 @@
+"""KubernetesBackend over real HTTP against the fake API server, the test playing kubelet.
+
+Nothing but the API server runs here, so every state change in the store is either the
+backend's write or the test's: that makes "no writes" exactly checkable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from k8s_sandbox_helpers import FakeCluster, fake_cluster, run, run_spec, stop, wait_for
+
+from iris.cluster.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
+from iris.cluster.backends.kubernetes.naming import pod_name
+from iris.cluster.controller.backend import TaskTarget
+from iris.rpc.enums import PriorityBand, TaskState
+from iris.rpc.errors import InvalidArgument, NotFound, Unavailable
+from iris.testing.fake_apiserver import PODS, utc_timestamp
+
+UID_A, UID_B = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
+    with fake_cluster(tmp_path) as c:
+        yield c
+
+
+def make_backend(cluster: FakeCluster, backend_id: str = "k8s-test", **config: object) -> KubernetesBackend:
+    settings = {"kubeconfig": str(cluster.kubeconfig), "namespace": "iris", **config}
+    return KubernetesBackend(
+        KubernetesBackendConfig(**settings), controller_url="http://controller:10000", backend_id=backend_id
+    )
+
+
+@pytest.fixture
+def backend(cluster: FakeCluster) -> Iterator[KubernetesBackend]:
+    b = make_backend(cluster)
+    yield b
+    b.close()
+
+
+def running_status(start: str | None = None) -> dict:
+    return {
+        "phase": "Running",
+        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": utc_timestamp()}],
+        "containerStatuses": [
+            {
+                "name": "task",
+                "ready": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": start or utc_timestamp()}},
+            }
+        ],
+    }
+
+
+def test_reconcile_creates_labelled_pods_and_answers_each_attempt(
+    cluster: FakeCluster, backend: KubernetesBackend
+) -> None:
+    spec = run_spec(UID_A, task="/alice/train/0", priority=PriorityBand.BATCH)
+    observations = backend.reconcile([run(UID_A, spec), run(UID_B, run_spec(UID_B, task="/alice/train/1"))])
+    assert [o.attempt_uid for o in observations] == [UID_A, UID_B]
+    assert all(o.state is TaskState.ASSIGNED for o in observations)
+    pod = cluster.pod(pod_name("/alice/train/0", UID_A))
+    assert pod is not None
+    labels = pod["metadata"]["labels"]
+    assert labels["iris.managed"] == "true" and labels["iris.backend_id"] == "k8s-test"
+    assert labels["iris.attempt_uid"] == UID_A and labels["iris.job_id"] == "alice.train"
+    assert labels["kueue.x-k8s.io/queue-name"] == "iris"
+    assert labels["kueue.x-k8s.io/priority-class"] == "iris-batch"
+    # the API server's priority admission resolved the band's PriorityClass from the manifests
+    assert pod["spec"]["priorityClassName"] == "iris-batch" and pod["spec"]["priority"] == 10
+    assert pod["metadata"]["annotations"]["iris.task_id"] == "/alice/train/0"
+    assert len(cluster.pods()) == 2
+
+
+def test_second_reconcile_writes_nothing(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    desired = [run(UID_A, run_spec(UID_A))]
+    backend.reconcile(desired)
+    version = cluster.server.store.resource_version
+    again = backend.reconcile(desired)  # the spec is still sent: the attempt was never seen past ASSIGNED
+    assert again[0].state is TaskState.ASSIGNED
+    backend.reconcile([run(UID_A)])
+    assert cluster.server.store.resource_version == version
+
+
+def test_states_follow_the_pod(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    name = pod_name("/alice/train/0", UID_A)
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    cluster.set_status(name, running_status("2024-01-01T00:00:00Z"), node="node-1")
+    [obs] = backend.reconcile([run(UID_A)])
+    assert obs.state is TaskState.RUNNING and obs.started_at == 1704067200.0
+    cluster.set_status(
+        name,
+        {
+            "phase": "Failed",
+            "containerStatuses": [
+                {
+                    "name": "task",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {
+                        "terminated": {"exitCode": 3, "reason": "Error", "finishedAt": "2024-01-01T00:01:00Z"}
+                    },
+                }
+            ],
+        },
+    )
+    [obs] = backend.reconcile([run(UID_A)])
+    assert (obs.state, obs.exit_code, obs.error, obs.runtime_released) == (
+        TaskState.FAILED,
+        3,
+        "exited with code 3",
+        True,
+    )
+    assert obs.finished_at == 1704067260.0
+
+
+def test_stop_deletes_and_reports_released_once_gone(
+    cluster: FakeCluster, backend: KubernetesBackend
+) -> None:
+    name = pod_name("/alice/train/0", UID_A)
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    cluster.set_status(name, running_status(), node="node-1")
+    [obs] = backend.reconcile([stop(UID_A)])
+    assert obs.state is TaskState.KILLED and not obs.runtime_released
+    pod = cluster.pod(name)
+    assert pod is not None and pod["metadata"]["deletionTimestamp"]  # graceful: the kubelet has to confirm
+    version = cluster.server.store.resource_version
+    [obs] = backend.reconcile([stop(UID_A)])
+    assert not obs.runtime_released
+    assert cluster.server.store.resource_version == version  # no second delete
+    cluster.finish_deletion(name)
+    [obs] = backend.reconcile([stop(UID_A)])
+    assert obs.state is TaskState.KILLED and obs.runtime_released
+
+
+def test_strays_are_deleted_and_finished_strays_kept_for_their_logs(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    backend = make_backend(cluster, terminal_pod_retention_s=3600)
+    other = make_backend(cluster, backend_id="someone-else")
+    try:
+        live, done = pod_name("/alice/train/0", UID_A), pod_name("/alice/train/1", UID_B)
+        backend.reconcile([run(UID_A, run_spec(UID_A)), run(UID_B, run_spec(UID_B, task="/alice/train/1"))])
+        other.reconcile([run("cccccccccccccccc", run_spec("cccccccccccccccc", task="/bob/x/0"))])
+        cluster.set_status(done, {"phase": "Succeeded"})
+        # a restarted controller no longer wants either attempt
+        assert backend.reconcile([]) == []
+        assert cluster.pod(live) is None  # unbound pods go at once
+        assert cluster.pod(done) is not None  # kept: its logs stay readable
+        assert cluster.pod(pod_name("/bob/x/0", "cccccccccccccccc")) is not None  # not ours
+    finally:
+        backend.close()
+        other.close()
+
+
+def test_expired_finished_strays_are_deleted(cluster: FakeCluster) -> None:
+    backend = make_backend(cluster, terminal_pod_retention_s=0)
+    try:
+        name = pod_name("/alice/train/0", UID_A)
+        backend.reconcile([run(UID_A, run_spec(UID_A))])
+        cluster.set_status(name, {"phase": "Succeeded"})
+        backend.reconcile([])
+        assert cluster.pod(name) is None
+    finally:
+        backend.close()
+
+
+def test_keep_for_a_vanished_pod_is_missing(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    name = pod_name("/alice/train/0", UID_A)
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    cluster.server.store.delete(PODS, "iris", name)
+    [obs] = backend.reconcile([run(UID_A)])
+    assert obs.state is TaskState.MISSING
+
+
+def test_evicted_pod_is_worker_failed(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    name = pod_name("/alice/train/0", UID_A)
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    cluster.set_status(
+        name,
+        {
+            "phase": "Failed",
+            "reason": "Evicted",
+            "message": "The node was low on resource: memory.",
+            "conditions": [
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": "TerminationByKubelet",
+                    "message": "low memory",
+                }
+            ],
+        },
+        node="node-1",
+    )
+    [obs] = backend.reconcile([run(UID_A)])
+    assert obs.state is TaskState.WORKER_FAILED
+    assert "TerminationByKubelet" in (obs.error or "")
+
+
+def test_pagination_sees_every_pod(cluster: FakeCluster) -> None:
+    backend = make_backend(cluster, list_page_size=2)
+    try:
+        uids = [f"{i:016x}" for i in range(7)]
+        desired = [run(u, run_spec(u, task=f"/alice/train/{i}")) for i, u in enumerate(uids)]
+        backend.reconcile(desired)
+        version = cluster.server.store.resource_version
+        observations = backend.reconcile([run(u) for u in uids])
+        assert [o.state for o in observations] == [TaskState.ASSIGNED] * 7
+        assert cluster.server.store.resource_version == version
+    finally:
+        backend.close()
+
+
+def test_create_refused_by_admission_is_retried(cluster: FakeCluster) -> None:
+    backend = make_backend(cluster, priority_classes={PriorityBand.INTERACTIVE: "no-such-class"})
+    try:
+        [obs] = backend.reconcile([run(UID_A, run_spec(UID_A))])
+        assert obs.state is TaskState.ASSIGNED
+        assert "could not create pod" in (obs.message or "") and "no-such-class" in (obs.message or "")
+        assert cluster.pods() == []
+    finally:
+        backend.close()
+
+
+def test_a_pod_created_earlier_is_adopted_on_conflict(cluster: FakeCluster) -> None:
+    """409 on create: the pod exists (here made by a backend with another id); it is observed, not re-made."""
+    first, second = make_backend(cluster, backend_id="one"), make_backend(cluster, backend_id="two")
+    try:
+        first.reconcile([run(UID_A, run_spec(UID_A))])
+        [obs] = second.reconcile([run(UID_A, run_spec(UID_A))])
+        assert obs.state is TaskState.ASSIGNED and obs.message == "waiting to be scheduled"
+        assert len(cluster.pods()) == 1
+    finally:
+        first.close()
+        second.close()
+
+
+def test_logs_through_the_pods_log_api(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    name = pod_name("/alice/train/0", UID_A)
+    target = TaskTarget(attempt_uid=UID_A)
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    early = backend.read_logs(target, "/alice/train/0")
+    assert early.lines == [] and not early.complete
+    cluster.set_status(name, running_status(), node="node-1")
+    log = cluster.server.pod_logs.open(cluster.pod(name)["metadata"]["uid"], "task")
+    for i in range(5):
+        log.write_line(f"line {i}")
+    page = backend.read_logs(target, "/alice/train/0", offset=1, limit=3)
+    assert [line.line for line in page.lines] == ["line 1", "line 2", "line 3"]
+    assert page.next_offset == 4 and not page.complete
+    assert all(line.ts > 1.7e9 for line in page.lines)
+
+    followed: list[str] = []
+    stream = backend.follow_logs(target, "/alice/train/0")
+    followed += [next(stream).line for _ in range(5)]
+    log.write_line("late line")
+    followed.append(next(stream).line)
+    log.finish()
+    cluster.set_status(name, {"phase": "Succeeded"})
+    followed += [line.line for line in stream]
+    assert followed == [f"line {i}" for i in range(5)] + ["late line"]
+    rest = backend.read_logs(target, "/alice/train/0", offset=4)
+    assert [line.line for line in rest.lines] == ["line 4", "late line"] and rest.complete
+
+
+def test_logs_of_a_deleted_pod(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    logs = backend.read_logs(TaskTarget(attempt_uid=UID_A), "/alice/train/0")
+    assert logs.complete and logs.lines[0].stream == "system" and "no longer exists" in logs.lines[0].line
+
+
+def test_task_rpcs_need_an_attempt_uid(backend: KubernetesBackend) -> None:
+    with pytest.raises(InvalidArgument):
+        backend.read_logs(TaskTarget(address="10.0.0.1:1"), "/alice/train/0")
+
+
+def test_process_status_and_cluster_overview(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    name = pod_name("/alice/train/0", UID_A)
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    cluster.set_status(name, running_status(), node="node-1")
+    status = backend.process_status(TaskTarget(attempt_uid=UID_A), "/alice/train/0")
+    assert status["pod"] == name and status["phase"] == "Running" and status["node"] == "node-1"
+    assert status["state"] == "RUNNING" and status["container_statuses"][0]["name"] == "task"
+    assert isinstance(status["events"], list)
+    with pytest.raises(NotFound):
+        backend.process_status(TaskTarget(attempt_uid=UID_B), "/alice/train/0")
+    overview = backend.cluster_overview()
+    assert overview["pods"]["by_phase"] == {"Running": 1}
+    assert overview["namespace"] == "iris" and "workloads" in overview and "nodes" in overview
+
+
+def test_unreachable_api_server_raises_unavailable(tmp_path: Path) -> None:
+    with fake_cluster(tmp_path) as c:
+        backend = make_backend(c, request_timeout_s=2)
+    try:
+        with pytest.raises(Unavailable, match="cannot list pods"):
+            backend.reconcile([run(UID_A)])
+    finally:
+        backend.close()
+
+
+def test_follow_waits_for_a_pending_container(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    name = pod_name("/alice/train/0", UID_A)
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    stream = backend.follow_logs(TaskTarget(attempt_uid=UID_A), "/alice/train/0")
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.extend(line.line for line in stream), daemon=True)
+    reader.start()
+    cluster.set_status(name, running_status(), node="node-1")
+    log = cluster.server.pod_logs.open(cluster.pod(name)["metadata"]["uid"], "task")
+    log.write_line("hello")
+    wait_for(lambda: got == ["hello"], what="the followed line")
+    log.finish()
+    cluster.set_status(name, {"phase": "Succeeded"})
+    reader.join(timeout=10)
+    assert not reader.is_alive() and got == ["hello"]
