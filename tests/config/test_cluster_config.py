@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+import iris.cluster.config as config_module
 from iris.cluster.config import (
     ClusterConfig,
+    ConfigModel,
     ScaleGroupConfig,
     load_cluster_config,
     parse_cluster_config,
@@ -84,7 +86,9 @@ def test_unknown_top_level_section(tmp_path: Path) -> None:
 def test_bad_type_names_key_and_line(tmp_path: Path) -> None:
     text = GOOD_GROUP.replace("max_slices: 4", "max_slices: lots")
     message = _error(text, tmp_path)
-    assert message.startswith("cluster.yaml line 7: scale_groups.gpu.max_slices: Input should be a valid integer")
+    assert message.startswith(
+        "cluster.yaml line 7: scale_groups.gpu.max_slices: Input should be a valid integer"
+    )
 
 
 def test_bad_quantity_in_resources(tmp_path: Path) -> None:
@@ -101,8 +105,12 @@ def test_unknown_resource_key_lists_the_friendly_names(tmp_path: Path) -> None:
 def test_every_problem_is_reported(tmp_path: Path) -> None:
     text = "controller:\n  port: -1\nplatform:\n  kind: cloud\n"
     lines = _error(text, tmp_path).splitlines()
-    assert lines[0].startswith("cluster.yaml line 2: controller.port: Input should be greater than or equal to 0")
-    assert lines[1].startswith("cluster.yaml line 4: platform.kind: Input should be 'local', 'manual' or 'fake'")
+    assert lines[0].startswith(
+        "cluster.yaml line 2: controller.port: Input should be greater than or equal to 0"
+    )
+    assert lines[1].startswith(
+        "cluster.yaml line 4: platform.kind: Input should be 'local', 'manual' or 'fake'"
+    )
 
 
 def test_cross_field_rules(tmp_path: Path) -> None:
@@ -111,8 +119,9 @@ def test_cross_field_rules(tmp_path: Path) -> None:
         "cluster.yaml line 2: scale_groups.gpu: min_slices (2) is larger than max_slices (1)"
     )
     k8s = "backend:\n  kind: kubernetes\n" + GOOD_GROUP
-    assert "cluster.yaml line 3: scale_groups: scale groups apply to the worker-daemon backend only" in _error(
-        k8s, tmp_path
+    assert (
+        "cluster.yaml line 3: scale_groups: scale groups apply to the worker-daemon backend only"
+        in _error(k8s, tmp_path)
     )
     manual = "platform:\n  kind: manual\n"
     assert "cluster.yaml line 1: platform: kind: manual needs a 'manual: {hosts: [...]}' section" in _error(
@@ -126,8 +135,14 @@ def test_cross_field_rules(tmp_path: Path) -> None:
 
 def test_yaml_problems(tmp_path: Path) -> None:
     assert _error("controller:\n  port: [1\n", tmp_path).startswith("cluster.yaml line 3: not valid YAML")
-    assert _error("controller:\n  port: 1\n  port: 2\n", tmp_path) == "cluster.yaml line 3: key 'port' appears twice"
-    assert _error("- a\n- b\n", tmp_path) == "cluster.yaml line 1: the cluster config must be a mapping of sections"
+    assert (
+        _error("controller:\n  port: 1\n  port: 2\n", tmp_path)
+        == "cluster.yaml line 3: key 'port' appears twice"
+    )
+    assert (
+        _error("- a\n- b\n", tmp_path)
+        == "cluster.yaml line 1: the cluster config must be a mapping of sections"
+    )
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -139,6 +154,7 @@ def test_empty_file_gives_defaults() -> None:
     config = parse_cluster_config("")
     assert config.backend.kind == "worker-daemon"
     assert config.scale_groups == {}
+    assert config.controller.state_dir == Path.home() / ".iris" / "state"
     assert not config.autoscaler_enabled
 
 
@@ -147,11 +163,16 @@ def test_auth_tokens() -> None:
         "auth:\n  tokens:\n    - {token: s3cret-admin, role: admin}\n    - {token: s3cret-alice, role: user, user: alice}\n"
     )
     assert [t.role for t in config.auth.tokens] == ["admin", "user"]
-    with pytest.raises(InvalidArgument, match="line 3: auth.tokens.0: a token with role 'user' needs a 'user' name"):
+    with pytest.raises(
+        InvalidArgument, match="line 3: auth.tokens.0: a token with role 'user' needs a 'user' name"
+    ):
         parse_cluster_config("auth:\n  tokens:\n    - {token: s3cret-bob1, role: user}\n")
 
 
 def test_fields_are_documented() -> None:
-    """Field docstrings are the configuration reference: every scale group field has one."""
-    for name, field in ScaleGroupConfig.model_fields.items():
-        assert field.description, name
+    """Field docstrings are the configuration reference: every field of every section has one."""
+    models = [m for m in vars(config_module).values() if isinstance(m, type) and issubclass(m, ConfigModel)]
+    assert ScaleGroupConfig in models and len(models) > 10
+    for model in models:
+        for name, field in model.model_fields.items():
+            assert field.description, f"{model.__name__}.{name}"

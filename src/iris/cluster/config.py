@@ -75,7 +75,7 @@ class ControllerConfig(ConfigModel):
     port: int = Field(default=10000, ge=0, le=65535)
     """TCP port of the HTTP API (0 picks a free port)."""
 
-    state_dir: Path = Path("~/.iris/state")
+    state_dir: Path = Field(default=Path("~/.iris/state"), validate_default=True)
     """Directory for the SQLite database, bundles and local worker state (``~`` is expanded)."""
 
     @field_validator("state_dir")
