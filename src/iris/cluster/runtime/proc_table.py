@@ -21,6 +21,12 @@ class ProcInfo:
     rss_bytes: int
     # Clock ticks since boot at which the process started: with the pid, a process identity.
     start_ticks: int
+    # "Z" for a zombie: dead, only waiting for its parent to reap it.
+    state: str = "R"
+
+    @property
+    def dead(self) -> bool:
+        return self.state in ("Z", "X")
 
 
 ProcTable = Mapping[int, ProcInfo]
@@ -42,6 +48,7 @@ def read_proc(pid: int) -> ProcInfo | None:
             pgid=int(fields[2]),
             rss_bytes=int(fields[21]) * _PAGE_SIZE,
             start_ticks=int(fields[19]),
+            state=fields[0].decode(),
         )
     except (IndexError, ValueError):
         return None
@@ -108,13 +115,14 @@ def signal_identified(targets: Mapping[int, int], sig: int) -> None:
 
 
 def group_alive(pgid: int) -> bool:
+    """Does any process of the group still run? Zombies (killed, not yet reaped by their parent) do not."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return any(info.pgid == pgid and not info.dead for info in scan_process_table().values())
 
 
 def pipe_holders(inodes: set[int]) -> set[int]:

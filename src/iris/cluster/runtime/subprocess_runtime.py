@@ -443,7 +443,7 @@ class SubprocessRuntime:
         if group_alive(attempt.pgid):
             return False
         return all(
-            (info := read_proc(pid)) is None or info.start_ticks != ticks
+            (info := read_proc(pid)) is None or info.start_ticks != ticks or info.dead
             for pid, ticks in attempt.outsiders.copy().items()
         )
 

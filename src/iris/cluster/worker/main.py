@@ -65,6 +65,8 @@ def run_worker(config: WorkerConfig) -> int:
 
     Raises WorkerConfigError (one sentence) when the address or state dir cannot be used.
     """
+    if config.ready_file is not None:
+        config.ready_file.unlink(missing_ok=True)  # a stale file from a killed run must not look ready
     sock = listen(config.host, config.port)
     port = sock.getsockname()[1]
     worker_id = config.worker_id or default_worker_id(port)

@@ -8,13 +8,15 @@ from typing import Annotated
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
 
 from iris.cluster.runtime import AttemptSnapshot, KillReason, SubprocessRuntime
 from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.health import HealthCache
 from iris.cluster.worker.reconcile import plan_reconcile
 from iris.rpc.enums import TaskState
-from iris.rpc.errors import FailedPrecondition, IrisError
+from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError
 from iris.rpc.models import AttemptObservation, LogsResponse, ReconcileRequest, ReconcileResponse, RunSpec
 
 
@@ -49,7 +51,6 @@ class WorkerService:
                 f"this is worker {self.worker_id}, not {request.worker_id}: the address now belongs to another worker"
             )
         with self._lock:
-            covered = self._link.reconcile_began() if self._link else 0
             local = {snap.attempt_uid: snap.terminal for snap in self._runtime.snapshots()}
             plan = plan_reconcile(request.attempts, local, self._spec_cache)
             for spec in plan.cache:
@@ -63,6 +64,8 @@ class WorkerService:
             for spec in plan.start:
                 self._runtime.start(spec)
             self._runtime.pin(plan.desired)
+            # Every change so far (including the starts above) is in this answer: no nudge needed for it.
+            covered = self._link.reconcile_began() if self._link else 0
             observations = []
             for uid in plan.observe:
                 snapshot = self._runtime.snapshot(uid)
@@ -86,6 +89,12 @@ class WorkerService:
         return self._runtime.read_logs(attempt_uid, offset, limit)
 
 
+def _first_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first.get("loc", ()))
+    return f"{where}: {first['msg']}" if where else first["msg"]
+
+
 def create_app(service: WorkerService) -> FastAPI:
     app = FastAPI(title=f"Iris worker {service.worker_id}", docs_url=None, redoc_url=None)
 
@@ -103,8 +112,13 @@ def create_app(service: WorkerService) -> FastAPI:
         return JSONResponse({"error": {"code": "invalid_argument", "message": message}}, status_code=400)
 
     @app.post("/reconcile", response_model=ReconcileResponse)
-    def reconcile(request: ReconcileRequest) -> Response:
-        answer = service.reconcile(request)
+    async def reconcile(http_request: Request) -> Response:
+        # Parsed straight from the bytes by pydantic-core (the hot path), whatever the content type.
+        try:
+            request = ReconcileRequest.model_validate_json(await http_request.body())
+        except ValidationError as exc:
+            raise InvalidArgument(f"invalid reconcile request: {_first_error(exc)}") from None
+        answer = await run_in_threadpool(service.reconcile, request)
         return Response(answer.model_dump_json(), media_type="application/json")
 
     @app.get("/attempts/{attempt_uid}/logs", response_model=LogsResponse)

@@ -1,0 +1,158 @@
+"""A recording controller stub (the only stand-in) and a real worker daemon subprocess for tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from iris.rpc.models import (
+    DesiredAttempt,
+    ReconcileRequest,
+    ReconcileResponse,
+    RegisterRequest,
+    RegisterResponse,
+)
+
+
+def wait_until(
+    predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.02, what: str = ""
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or predicate}")
+        time.sleep(interval)
+
+
+@dataclass
+class ControllerStub:
+    """Answers register and nudge like a controller, and records every call. Restartable on one port."""
+
+    port: int = 0
+    registrations: list[RegisterRequest] = field(default_factory=list)
+    nudges: list[tuple[str, float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> ControllerStub:
+        known: set[str | None] = set()
+        app = FastAPI()
+
+        @app.post("/api/v1/workers/register")
+        def register(request: RegisterRequest) -> RegisterResponse:
+            self.registrations.append(request)
+            known.add(request.worker_id)
+            return RegisterResponse(worker_id=request.worker_id or "assigned")
+
+        @app.post("/api/v1/workers/{worker_id}/nudge")
+        def nudge(worker_id: str) -> JSONResponse:
+            self.nudges.append((worker_id, time.time()))
+            if worker_id not in known:
+                return JSONResponse(
+                    {"error": {"code": "not_found", "message": "unknown worker"}}, status_code=404
+                )
+            return JSONResponse({}, status_code=202)
+
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        self.port = sock.getsockname()[1]
+        self._server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [sock]}, daemon=True)
+        self._thread.start()
+        wait_until(lambda: self._server.started, what="controller stub to serve")
+        return self
+
+    def stop(self) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def nudges_from(self, worker_id: str, since: float = 0.0) -> int:
+        return sum(1 for wid, at in self.nudges if wid == worker_id and at >= since)
+
+
+@dataclass
+class WorkerProcess:
+    popen: subprocess.Popen[str]
+    worker_id: str
+    address: str
+    state_dir: Path
+    stderr_path: Path
+
+    def __post_init__(self) -> None:
+        self.http = httpx.Client(base_url=f"http://{self.address}", timeout=10)
+
+    def reconcile(self, attempts: list[DesiredAttempt], worker_id: str | None = None) -> ReconcileResponse:
+        request = ReconcileRequest(worker_id=worker_id or self.worker_id, attempts=attempts)
+        answer = self.http.post("/reconcile", content=request.model_dump_json())
+        answer.raise_for_status()
+        return ReconcileResponse.model_validate_json(answer.content)
+
+    def observe(self, attempts: list[DesiredAttempt], uid: str):
+        return {o.attempt_uid: o for o in self.reconcile(attempts).observations}[uid]
+
+    def stop(self) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+        try:
+            return self.popen.wait(timeout=15)
+        finally:
+            self.http.close()
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+
+def start_worker(
+    tmp_path: Path, controller_url: str, *extra: str, worker_id: str = "w-test"
+) -> WorkerProcess:
+    ready = tmp_path / f"{worker_id}.ready"
+    state_dir = tmp_path / f"{worker_id}-state"
+    stderr_path = tmp_path / f"{worker_id}.stderr"
+    argv = [
+        sys.executable,
+        "-m",
+        "iris.cluster.worker",
+        "--controller",
+        controller_url,
+        "--worker-id",
+        worker_id,
+        "--state-dir",
+        str(state_dir),
+        "--ready-file",
+        str(ready),
+        *extra,
+    ]
+    ready.unlink(missing_ok=True)
+    with open(stderr_path, "w") as err:
+        popen = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True, env=dict(os.environ))
+
+    def is_ready() -> bool:
+        assert popen.poll() is None, f"worker exited early: {stderr_path.read_text()}"
+        return ready.exists()
+
+    wait_until(is_ready, timeout=30, what="worker ready file")
+    info = json.loads(ready.read_text())
+    assert info["worker_id"] == worker_id
+    return WorkerProcess(popen, worker_id, info["address"], state_dir, stderr_path)
