@@ -229,3 +229,25 @@ def test_unfittable_reason_uses_configured_groups(conn: sqlite3.Connection, cloc
     big = demand(cpu=64).resources
     assert scaler.unfittable_reason(big, []) == "cpu: needs 64 cpu per task, a machine has 1"
     assert scaler.unfittable_reason(demand().resources, []) is None
+
+
+def test_terminations_name_the_workers_that_go(conn: sqlite3.Connection, clock: Clock) -> None:
+    platform = FakePlatform(clock)
+    scaler = make(conn, platform, clock, group("pair", num_vms=2))
+    scaler.tick([demand(tasks=2)])
+    clock.now += 1
+    scaler.tick([], {})
+    clock.now += 61
+    result = scaler.tick([], {})
+    (terminate,) = result.terminates
+    assert terminate.worker_ids == ("pair-1-w0", "pair-1-w1")
+
+
+def test_terminate_all(conn: sqlite3.Connection, clock: Clock) -> None:
+    platform = FakePlatform(clock)
+    scaler = make(conn, platform, clock, group("cpu", min_slices=2))
+    scaler.tick()
+    assert scaler.terminate_all("cluster stopped") == ["cpu-1-w0", "cpu-2-w0"]
+    assert sorted(platform.terminated) == ["cpu-1", "cpu-2"]
+    assert scaler.slices() == []
+    assert scaler.actions()[-1].reason == "cluster stopped"

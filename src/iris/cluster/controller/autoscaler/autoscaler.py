@@ -188,6 +188,18 @@ class Autoscaler:
                     return self.reap_slice(record.slice_id, f"worker {worker_id}: {reason}")
             return []
 
+    def terminate_all(self, reason: str) -> list[str]:
+        """Remove every slice (e.g. ``iris cluster stop`` of a local cluster); returns their worker ids."""
+        with self._lock:
+            now = self.clock()
+            workers: list[str] = []
+            for record in list(self._slices.values()):
+                self._log(now, record.group, ActionKind.SCALE_DOWN, record.slice_id, reason)
+                workers += record.worker_ids
+                self._terminate(record.slice_id, now)
+            self._persist({})
+            return workers
+
     def unfittable_reason(
         self,
         resources: ResourceSpec,

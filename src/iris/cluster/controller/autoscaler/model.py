@@ -132,6 +132,8 @@ class TerminateSlice:
     slice_id: str
     reason: str
     boot_failure: bool = False
+    worker_ids: tuple[str, ...] = ()
+    """Workers that go away with the slice (the controller can drop them at once)."""
 
 
 @dataclass(frozen=True)

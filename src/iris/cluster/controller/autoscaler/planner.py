@@ -107,13 +107,13 @@ def _health(
                 reason = f"slice failed: {s.error or 'no error reported'}"
                 kind = ActionKind.SLICE_FAILED
             terminates.append(
-                TerminateSlice(config.name, s.slice_id, reason, boot_failure=s.ready_at is None)
+                TerminateSlice(config.name, s.slice_id, reason, s.ready_at is None, s.worker_ids)
             )
             actions.append(ScaleAction(now, config.name, kind, s.slice_id, reason))
         elif s.state is not SliceState.READY and now - s.created_at > boot_timeout:
             reason = f"boot timeout: not ready after {_dur(now - s.created_at)} (limit {_dur(boot_timeout)})"
             new_failures += 1
-            terminates.append(TerminateSlice(config.name, s.slice_id, reason, boot_failure=True))
+            terminates.append(TerminateSlice(config.name, s.slice_id, reason, True, s.worker_ids))
             actions.append(ScaleAction(now, config.name, ActionKind.BOOT_TIMEOUT, s.slice_id, reason))
         elif s.state is SliceState.READY:
             (busy if s.idle_since is None else idle).append(s)
@@ -268,7 +268,7 @@ def _decide(
             idle_for = now - s.idle_since
             if excess > 0 and idle_for >= delay:
                 reason = f"idle {_dur(idle_for)} >= {_dur(delay)} (target {target})"
-                terminates.append(TerminateSlice(name, s.slice_id, reason))
+                terminates.append(TerminateSlice(name, s.slice_id, reason, False, s.worker_ids))
                 actions.append(ScaleAction(now, name, ActionKind.SCALE_DOWN, s.slice_id, reason))
                 status.append(f"scaling down {s.slice_id}: {reason}")
                 excess -= 1
