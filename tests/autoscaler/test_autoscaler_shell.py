@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from iris.cluster.config import load_cluster_config
 from iris.cluster.controller.autoscaler import ActionKind, Autoscaler, AutoscalerStore
 from iris.cluster.platforms import FakePlatform, SliceState
 
@@ -229,6 +230,7 @@ def test_unfittable_reason_uses_configured_groups(conn: sqlite3.Connection, cloc
     big = demand(cpu=64).resources
     assert scaler.unfittable_reason(big, []) == "cpu: needs 64 cpu per task, a machine has 1"
     assert scaler.unfittable_reason(demand().resources, []) is None
+    assert scaler.group_names == frozenset({"cpu"})
 
 
 def test_terminations_name_the_workers_that_go(conn: sqlite3.Connection, clock: Clock) -> None:
@@ -251,3 +253,14 @@ def test_terminate_all(conn: sqlite3.Connection, clock: Clock) -> None:
     assert sorted(platform.terminated) == ["cpu-1", "cpu-2"]
     assert scaler.slices() == []
     assert scaler.actions()[-1].reason == "cluster stopped"
+
+
+def test_from_config(conn: sqlite3.Connection, clock: Clock) -> None:
+    config = load_cluster_config(Path(__file__).resolve().parents[2] / "examples" / "multi-group.yaml")
+    scaler = Autoscaler.from_config(
+        config, FakePlatform(clock), AutoscalerStore(conn), controller_url="http://c"
+    )
+    assert [g.name for g in scaler.groups] == ["spot", "on-demand"]
+    assert scaler.timings.scale_down_delay_s == 15
+    scaler.tick([demand(tasks=2, group_by="slice")])
+    assert [s.group for s in scaler.slices()] == ["on-demand"], "only on-demand slices hold a gang of 2"

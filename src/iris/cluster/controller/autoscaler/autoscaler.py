@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from iris.cluster.config import AutoscalerDefaults, ScaleGroupConfig
+from iris.cluster.config import AutoscalerDefaults, ClusterConfig, ScaleGroupConfig
 from iris.cluster.controller.autoscaler.model import (
     ActionKind,
     AutoscalerPlan,
@@ -105,11 +105,37 @@ class Autoscaler:
         self._last_action: dict[str, ScaleAction] = {a.group: a for a in store.recent_actions(1000)}
         self._adopted = False
 
+    @classmethod
+    def from_config(
+        cls,
+        config: ClusterConfig,
+        platform: Platform,
+        store: AutoscalerStore,
+        *,
+        controller_url: str = "",
+        clock: Callable[[], float] = time.time,
+    ) -> Autoscaler:
+        """The autoscaler a cluster config describes (its scale groups and ``defaults.autoscaler``)."""
+        return cls(
+            config.scale_groups.values(),
+            platform,
+            store,
+            clock,
+            controller_url=controller_url,
+            timings=config.defaults.autoscaler,
+        )
+
     # ------------------------------------------------------------ public API
 
     @property
     def groups(self) -> list[ScaleGroupConfig]:
+        """Configured groups in routing order."""
         return sorted(self._groups.values(), key=lambda g: (g.priority, g.name))
+
+    @property
+    def group_names(self) -> frozenset[str]:
+        """For ``BackendDescriptor.scale_groups``."""
+        return frozenset(self._groups)
 
     def adopt(self) -> list[str]:
         """Reconcile tracked slices with what the platform has after a (re)start; returns kept slice ids.
