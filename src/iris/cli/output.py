@@ -13,8 +13,8 @@ from rich.table import Table
 
 from iris.rpc.units import format_bytes, format_cpu
 
-console = Console()
-err_console = Console(stderr=True)
+console = Console(soft_wrap=True)
+err_console = Console(stderr=True, soft_wrap=True)
 
 STATE_STYLE = {
     "SUCCEEDED": "green",

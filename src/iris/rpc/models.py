@@ -7,6 +7,10 @@ integers: cpu in millicores, memory and disk in bytes.
 from __future__ import annotations
 
 import base64
+import os
+import sys
+import sysconfig
+import types
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -91,15 +95,36 @@ class Entrypoint(WireModel):
 
     @classmethod
     def from_callable(cls, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Entrypoint:
+        """Pickle ``fn`` with its arguments; the user's own modules travel by value."""
         import cloudpickle
 
-        payload = cloudpickle.dumps((fn, args, kwargs))
+        module = sys.modules.get(getattr(fn, "__module__", "") or "")
+        by_value = module is not None and _is_user_module(module)
+        if by_value:
+            cloudpickle.register_pickle_by_value(module)
+        try:
+            payload = cloudpickle.dumps((fn, args, kwargs))
+        finally:
+            if by_value:
+                cloudpickle.unregister_pickle_by_value(module)
         return cls(kind="callable", callable_b64=base64.b64encode(payload).decode("ascii"))
 
     def describe(self) -> str:
         if self.kind == "command":
             return " ".join(self.argv)
         return "<python callable>"
+
+
+def _is_user_module(module: types.ModuleType) -> bool:
+    """True for the user's own code (not installed packages, the stdlib, or Iris itself)."""
+    name = module.__name__
+    if name == "__main__" or name.split(".")[0] == "iris":
+        return False
+    path = getattr(module, "__file__", None)
+    if not path:
+        return False
+    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return not any(os.path.abspath(path).startswith(os.path.abspath(p) + os.sep) for p in installed)
 
 
 class Constraint(WireModel):

@@ -287,7 +287,7 @@ def get_attempt(cur: sqlite3.Cursor, attempt_uid: str) -> sqlite3.Row | None:
 
 def pending_tasks(cur: sqlite3.Cursor, limit: int = 100_000) -> list[sqlite3.Row]:
     return cur.execute(
-        "SELECT t.task_id, t.job_id, t.task_index, t.current_attempt_uid, t.failure_count, t.preemption_count,"
+        "SELECT t.task_id, t.job_id, t.task_index, t.current_attempt_uid, t.failure_count, t.preemption_count, t.pending_reason,"
         " j.user, j.priority, j.depth, j.root_submitted_at, j.submitted_at, j.group_by, j.replicas,"
         " j.cpu_millicores, j.memory_bytes, j.disk_bytes, j.device_type, j.device_variant, j.device_count, j.spec_json"
         " FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' LIMIT ?",

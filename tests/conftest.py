@@ -1,0 +1,28 @@
+"""Shared helpers: condition waits (never fixed sleeps) and free ports."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def wait_until(condition: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> T:
+    """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    last: T | None = None
+    while time.monotonic() < deadline:
+        last = condition()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,126 @@
+"""Journeys on a real local cluster: controller and worker daemons as processes over HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, TaskState
+from tests.conftest import free_port, wait_until
+
+IRIS = [sys.executable, "-m", "iris.cli.main"]
+
+
+def greet(name: str) -> None:
+    print(f"hello {name} from a callable")
+
+
+def test_callable_runs_and_its_output_is_in_the_logs() -> None:
+    with IrisClient.local(workers=1) as client:
+        job = client.submit(name="greet", entrypoint=Entrypoint.from_callable(greet, "iris"), resources=ResourceSpec(cpu=0.5, memory="256MB"))
+        detail = job.wait(timeout=60)
+        assert detail.state is JobState.SUCCEEDED, detail.error
+        assert "hello iris from a callable" in job.logs()
+
+
+def test_failing_callable_reports_the_exception() -> None:
+    def boom() -> None:
+        raise RuntimeError("the model diverged")
+
+    with IrisClient.local(workers=1) as client:
+        job = client.submit(name="boom", entrypoint=Entrypoint.from_callable(boom), resources=ResourceSpec(cpu=0.5, memory="256MB"))
+        detail = job.wait(timeout=60)
+        assert detail.state is JobState.FAILED
+        assert detail.exit_code == 1
+        assert any("the model diverged" in line for line in job.logs())
+
+
+@pytest.fixture
+def cluster(tmp_path: Path):
+    with LocalCluster(workers=2, state_dir=tmp_path, worker_cpu="2", worker_memory="2GB", worker_grace_s=3.0, tick_s=0.5) as lc:
+        yield lc
+
+
+def test_cli_against_a_running_cluster(cluster: LocalCluster) -> None:
+    env = {**os.environ, "IRIS_CONTROLLER_URL": cluster.url}
+    run = subprocess.run([*IRIS, "job", "run", "--name", "hi", "--", "echo", "hi there"], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "hi there"
+    workers = subprocess.run([*IRIS, "worker", "list"], capture_output=True, text=True, env=env, timeout=60)
+    assert workers.returncode == 0
+    assert "worker-0" in workers.stdout and "worker-1" in workers.stdout
+    assert workers.stdout.count("HEALTHY") == 2
+    assert "2 cpu" in workers.stdout
+    listing = subprocess.run([*IRIS, "job", "list"], capture_output=True, text=True, env=env, timeout=60)
+    assert "/hi" in listing.stdout and "SUCCEEDED" in listing.stdout
+    unknown = subprocess.run([*IRIS, "job", "status", "/nobody/nothing"], capture_output=True, text=True, env=env, timeout=60)
+    assert unknown.returncode == 1
+    assert "job /nobody/nothing does not exist" in unknown.stderr
+
+
+def test_killed_worker_task_retries_elsewhere(cluster: LocalCluster) -> None:
+    client = IrisClient(cluster.url)
+    job = client.submit(
+        name="survivor",
+        entrypoint=Entrypoint.from_command("sh", "-c", "if [ \"$IRIS_ATTEMPT_NUMBER\" = 0 ]; then sleep 600; fi; echo done"),
+        resources=ResourceSpec(cpu=1, memory="128MB"),
+    )
+    first = wait_until(lambda: next((t for t in job.tasks() if t.state is TaskState.RUNNING), None), what="task running")
+    victim = next(w for w in cluster.workers if w.name == first.worker_id)
+    os.kill(victim.proc.pid, signal.SIGKILL)
+
+    def shown_unhealthy() -> bool:
+        return any(w.worker_id == first.worker_id and w.status.value != "HEALTHY" for w in client.workers().workers)
+
+    wait_until(shown_unhealthy, timeout=30, what="dead worker shown unhealthy")
+    detail = job.wait(timeout=60)
+    assert detail.state is JobState.SUCCEEDED
+    task = detail.tasks[0]
+    assert [a.state for a in task.attempts] == [TaskState.WORKER_FAILED, TaskState.SUCCEEDED]
+    assert task.attempts[1].worker_id != first.worker_id
+    assert task.preemption_count == 1
+    wait_until(lambda: first.worker_id not in {w.worker_id for w in client.workers().workers}, timeout=30, what="dead worker removed")
+
+
+def test_controller_restart_keeps_jobs_and_running_tasks(tmp_path: Path) -> None:
+    port = free_port()
+    lc = LocalCluster(workers=2, state_dir=tmp_path, port=port, worker_cpu="2", worker_memory="2GB", tick_s=0.5)
+    lc.start()
+    try:
+        client = IrisClient(lc.url)
+        marker = tmp_path / "go"
+        done = client.submit(name="before", entrypoint=Entrypoint.from_command("true"), resources=ResourceSpec(cpu=0.5, memory="64MB"))
+        done.wait(timeout=30)
+        job = client.submit(
+            name="long",
+            entrypoint=Entrypoint.from_command("sh", "-c", f"echo started; while [ ! -e {marker} ]; do sleep 0.05; done; echo finished"),
+            resources=ResourceSpec(cpu=1, memory="64MB"),
+        )
+        wait_until(lambda: job.status() is JobState.RUNNING and any("started" in line for line in job.logs()), what="long task running")
+        uid = job.tasks()[0].current_attempt_uid
+
+        assert lc.controller is not None
+        lc.controller.proc.send_signal(signal.SIGTERM)
+        lc.controller.proc.wait(timeout=30)
+        lc.controller.log_file.close()
+        restarted = LocalCluster(workers=0, state_dir=tmp_path, port=port, tick_s=0.5)
+        restarted.start()
+        try:
+            jobs = {j.job_id: j.state for j in client.list_jobs().jobs}
+            assert jobs[done.job_id] is JobState.SUCCEEDED
+            assert jobs[job.job_id] is JobState.RUNNING
+            restarted.wait_for_workers(2, timeout_s=30)
+            marker.touch()
+            detail = job.wait(timeout=60)
+            assert detail.state is JobState.SUCCEEDED
+            assert [a.attempt_uid for a in detail.tasks[0].attempts] == [uid]  # never restarted
+            assert "finished" in job.logs()
+        finally:
+            restarted.stop()
+    finally:
+        lc.stop()
