@@ -23,9 +23,6 @@ def k8s() -> None:
 )
 @click.option("--image", default=DEFAULT_IMAGE, show_default=True, help="Image of the controller.")
 @click.option(
-    "--task-image", default=None, help="Default image of task pods [default: the controller image]."
-)
-@click.option(
     "--queue", default="iris", show_default=True, help="Name of the Kueue LocalQueue task pods join."
 )
 @click.option(
@@ -46,9 +43,6 @@ def k8s() -> None:
     "--storage-class", default=None, help="StorageClass of the state volume [default: the cluster's]."
 )
 @click.option(
-    "--backend-id", default="kubernetes", show_default=True, help="Backend id stamped on task pods."
-)
-@click.option(
     "--kueue-api-version",
     type=click.Choice(KUEUE_API_VERSIONS),
     default="v1beta2",
@@ -58,7 +52,6 @@ def k8s() -> None:
 def manifests(
     namespace: str,
     image: str,
-    task_image: str | None,
     queue: str,
     cluster_queue: str | None,
     flavor: str,
@@ -69,7 +62,6 @@ def manifests(
     controller_port: int,
     storage: str,
     storage_class: str | None,
-    backend_id: str,
     kueue_api_version: str,
 ) -> None:
     """Print the YAML an operator applies: `iris k8s manifests | kubectl apply -f -`."""
@@ -77,7 +69,6 @@ def manifests(
         objects = render_manifests(
             namespace=namespace,
             image=image,
-            task_image=task_image,
             queue=queue,
             cluster_queue=cluster_queue,
             resource_flavor=flavor,
@@ -88,7 +79,6 @@ def manifests(
             controller_port=controller_port,
             storage=storage,
             storage_class=storage_class,
-            backend_id=backend_id,
             kueue_api_version=kueue_api_version,
         )
     except ValueError as err:

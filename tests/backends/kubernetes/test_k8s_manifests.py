@@ -118,7 +118,6 @@ def test_inventory_and_wiring() -> None:
         "ResourceFlavor",
         "ClusterQueue",
         "LocalQueue",
-        "ConfigMap",
         "PersistentVolumeClaim",
         "Deployment",
         "Service",
@@ -175,7 +174,9 @@ def test_rbac_is_namespaced_except_nodes() -> None:
 
 
 def test_controller_deployment() -> None:
-    kinds = by_kind(render_manifests(namespace="ml", image="registry.example/iris:1.0", controller_port=9000))
+    kinds = by_kind(
+        render_manifests(namespace="ml", image="registry.example/iris:1.0", controller_port=9000, queue="q")
+    )
     deployment = kinds["Deployment"][0]["spec"]
     assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
     pod = deployment["template"]["spec"]
@@ -183,8 +184,7 @@ def test_controller_deployment() -> None:
     container = pod["containers"][0]
     assert container["image"] == "registry.example/iris:1.0"
     command = container["command"]
-    assert command[:5] == ["iris", "controller", "start", "--backend", "kubernetes"]
-    assert command[command.index("--port") + 1] == "9000"
+    assert command[:3] == ["iris", "controller", "start"]
     state_dir = command[command.index("--state-dir") + 1]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts["state"] == state_dir
@@ -193,13 +193,24 @@ def test_controller_deployment() -> None:
     service = kinds["Service"][0]["spec"]
     assert service["ports"][0]["port"] == 9000
     assert service["selector"].items() <= deployment["template"]["metadata"]["labels"].items()
-    # the backend config shipped in the ConfigMap loads into the real config model
-    config_file = command[command.index("--backend-config") + 1]
-    data = kinds["ConfigMap"][0]["data"][Path(config_file).name]
-    config = KubernetesBackendConfig(**yaml.safe_load(data))
-    assert (
-        config.in_cluster and config.namespace == "ml" and config.default_image == "registry.example/iris:1.0"
-    )
+
+
+def test_controller_command_is_accepted_by_the_real_cli() -> None:
+    """The Deployment's command must parse with `iris controller start` as it is today."""
+    from iris.cli.main import cli
+
+    objects = render_manifests(namespace="ml", controller_port=9000, queue="q")
+    command = next(o for o in objects if o["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][
+        0
+    ]["command"]
+    assert command[0] == "iris"
+    group = cli.get_command(None, command[1])  # type: ignore[arg-type]
+    start = group.get_command(None, command[2])  # type: ignore[union-attr]
+    ctx = start.make_context("start", list(command[3:]))  # type: ignore[union-attr]
+    assert ctx.params["backend"] == "kubernetes"
+    assert (ctx.params["host"], ctx.params["port"]) == ("0.0.0.0", 9000)
+    assert (ctx.params["namespace"], ctx.params["queue"]) == ("ml", "q")
+    assert ctx.params["kubeconfig"] is None  # in-cluster credentials of the ServiceAccount
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,6 @@ from iris.rpc.enums import PriorityBand
 DEFAULT_IMAGE = "ghcr.io/marin-community/iris:latest"
 CONTROLLER = "iris-controller"
 STATE_DIR = "/var/lib/iris"
-CONFIG_DIR = "/etc/iris"
-BACKEND_CONFIG_FILE = "kubernetes.yaml"
 KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")
 
 # Higher bands win admission and may preempt strictly lower ones; BATCH never preempts.
@@ -65,7 +63,6 @@ def render_manifests(
     *,
     namespace: str = "iris",
     image: str = DEFAULT_IMAGE,
-    task_image: str | None = None,
     controller_port: int = 10000,
     storage: str = "1Gi",
     storage_class: str | None = None,
@@ -76,7 +73,6 @@ def render_manifests(
     memory_quota: str = "256Gi",
     disk_quota: str = "1Ti",
     gpu_quota: str = "0",
-    backend_id: str = "kubernetes",
     controller_cpu: str = "1",
     controller_memory: str = "2Gi",
     kueue_api_version: str = "v1beta2",
@@ -103,13 +99,7 @@ def render_manifests(
     kueue = f"kueue.x-k8s.io/{kueue_api_version}"
     labels = {"app.kubernetes.io/name": CONTROLLER, "app.kubernetes.io/part-of": "iris"}
     cluster_scoped_name = f"{CONTROLLER}-{namespace}"
-    service_url = f"http://{CONTROLLER}.{namespace}.svc.cluster.local:{controller_port}"
-    backend_config = KubernetesBackendConfig(
-        namespace=namespace,
-        local_queue=queue,
-        in_cluster=True,
-        default_image=task_image or image,
-    )
+    priority_classes = KubernetesBackendConfig().priority_classes
 
     objects: list[dict[str, Any]] = [
         {
@@ -143,7 +133,7 @@ def render_manifests(
         },
     ]
     for band, value in BAND_PRIORITIES.items():
-        name = backend_config.priority_classes[band]
+        name = priority_classes[band]
         objects.append(
             {
                 "apiVersion": kueue,
@@ -211,20 +201,13 @@ def render_manifests(
             },
             "subjects": [{"kind": "ServiceAccount", "name": CONTROLLER, "namespace": namespace}],
         },
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": CONTROLLER, "namespace": namespace, "labels": labels},
-            "data": {BACKEND_CONFIG_FILE: dump_backend_config(backend_config)},
-        },
         _pvc(namespace, storage, storage_class, labels),
         _deployment(
             namespace=namespace,
             image=image,
             port=controller_port,
             labels=labels,
-            backend_id=backend_id,
-            advertise_url=service_url,
+            queue=queue,
             cpu=controller_cpu,
             memory=controller_memory,
         ),
@@ -242,17 +225,12 @@ def render_manifests(
     return objects
 
 
-def dump_backend_config(config: KubernetesBackendConfig) -> str:
-    """The backend config as YAML, without the fields left at their defaults."""
-    data = config.model_dump(mode="json", exclude_defaults=True)
-    return yaml.safe_dump(data, sort_keys=True)
-
-
 def manifests_yaml(objects: list[dict[str, Any]]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True)
 
 
-def controller_command(*, port: int, backend_id: str, advertise_url: str) -> list[str]:
+def controller_command(*, port: int, namespace: str, queue: str) -> list[str]:
+    """`iris controller start` as the Deployment runs it (in-cluster credentials: no kubeconfig)."""
     return [
         "iris",
         "controller",
@@ -265,12 +243,10 @@ def controller_command(*, port: int, backend_id: str, advertise_url: str) -> lis
         str(port),
         "--state-dir",
         STATE_DIR,
-        "--backend-id",
-        backend_id,
-        "--backend-config",
-        f"{CONFIG_DIR}/{BACKEND_CONFIG_FILE}",
-        "--advertise-url",
-        advertise_url,
+        "--namespace",
+        namespace,
+        "--queue",
+        queue,
     ]
 
 
@@ -323,8 +299,7 @@ def _deployment(
     image: str,
     port: int,
     labels: dict[str, str],
-    backend_id: str,
-    advertise_url: str,
+    queue: str,
     cpu: str,
     memory: str,
 ) -> dict[str, Any]:
@@ -334,16 +309,13 @@ def _deployment(
         "name": "controller",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": controller_command(port=port, backend_id=backend_id, advertise_url=advertise_url),
+        "command": controller_command(port=port, namespace=namespace, queue=queue),
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}},
         "readinessProbe": dict(probe, failureThreshold=3),
         "livenessProbe": dict(probe, initialDelaySeconds=30, failureThreshold=6),
-        "volumeMounts": [
-            {"name": "state", "mountPath": STATE_DIR},
-            {"name": "config", "mountPath": CONFIG_DIR, "readOnly": True},
-        ],
+        "volumeMounts": [{"name": "state", "mountPath": STATE_DIR}],
     }
     return {
         "apiVersion": "apps/v1",
@@ -362,7 +334,6 @@ def _deployment(
                     "containers": [container],
                     "volumes": [
                         {"name": "state", "persistentVolumeClaim": {"claimName": f"{CONTROLLER}-state"}},
-                        {"name": "config", "configMap": {"name": CONTROLLER}},
                     ],
                 },
             },
