@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iris.cluster.controller.autoscaler import demand_from_requests, slice_usage_from_workers
-from iris.cluster.controller.scheduler.model import Resources, TaskRequest
+from iris.cluster.controller.scheduler.model import PendingReason, ReasonCode, Resources, TaskRequest
 from iris.rpc.models import Constraint
 
 
@@ -52,3 +52,15 @@ def test_slice_usage_counts_busy_workers_per_slice() -> None:
         Worker("manual", None),
     ]
     assert slice_usage_from_workers(workers, {"a-1-w1", "manual"}) == {"a-1": 1, "a-2": 0}
+
+
+def test_tasks_waiting_for_the_next_pass_or_a_preemption_are_not_demand() -> None:
+    requests = [TaskRequest(f"/u/j/{i}", "/u/j", "u", Resources(1000, 10**9)) for i in range(3)]
+    pending = {
+        "/u/j/0": PendingReason(ReasonCode.RESOURCES, "no room"),
+        "/u/j/1": PendingReason(ReasonCode.QUEUED, "next pass"),
+        "/u/j/2": PendingReason(ReasonCode.PREEMPTING, "victims exiting"),
+    }
+    (entry,) = demand_from_requests(requests, pending)
+    assert entry.task_ids == ("/u/j/0",)
+    assert demand_from_requests(requests[1:], pending) == []

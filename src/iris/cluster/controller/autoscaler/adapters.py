@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 from iris.cluster.controller.autoscaler.model import DemandEntry
-from iris.cluster.controller.scheduler.model import Resources, TaskRequest
+from iris.cluster.controller.scheduler.model import PendingReason, ReasonCode, Resources, TaskRequest
 from iris.rpc.models import DeviceSpec, ResourceSpec
 
 
@@ -18,13 +18,24 @@ class _WorkerWithSlice(Protocol):
     def slice_id(self) -> str | None: ...
 
 
-def demand_from_requests(requests: Iterable[TaskRequest]) -> list[DemandEntry]:
+# Pending for reasons more machines would not fix: the pass hit its cap, or victims are exiting.
+_NOT_CAPACITY = frozenset({ReasonCode.QUEUED, ReasonCode.PREEMPTING})
+
+
+def demand_from_requests(
+    requests: Iterable[TaskRequest], pending: Mapping[str, PendingReason] | None = None
+) -> list[DemandEntry]:
     """One entry per job, in the order the jobs first appear (keep the scheduler's priority order).
 
     Tasks of a coscheduled job (``group_by`` set) form one gang entry of ``gang_size`` tasks.
+    With the scheduler's ``pending`` reasons, tasks that only wait for the next pass or for a
+    preemption to finish are left out: new slices would not help them.
     """
     by_job: dict[str, list[TaskRequest]] = {}
     for request in requests:
+        reason = pending.get(request.task_id) if pending is not None else None
+        if reason is not None and reason.code in _NOT_CAPACITY:
+            continue
         by_job.setdefault(request.job_id, []).append(request)
     entries = []
     for job_id, tasks in by_job.items():
