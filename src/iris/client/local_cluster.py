@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,12 @@ def _wait_for_file(path: Path, proc: subprocess.Popen[bytes], what: str, log_pat
             raise Unavailable(f"the {what} exited with code {proc.returncode} while starting:\n{tail}")
         time.sleep(0.02)
     raise Unavailable(f"the {what} did not start within {timeout_s:.0f}s (log: {log_path})")
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 class LocalCluster:
@@ -91,9 +98,13 @@ class LocalCluster:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         ready = self.state_dir / "controller.ready"
         ready.unlink(missing_ok=True)
+        # Knowing the port up front lets the workers start alongside the controller: they keep
+        # trying to register until it answers.
+        port = self.port or _free_port(self.host)
+        self.url = f"http://{self.host}:{port}"
         argv = [
             sys.executable, "-m", "iris.cluster.controller",
-            "--host", self.host, "--port", str(self.port),
+            "--host", self.host, "--port", str(port),
             "--state-dir", str(self.state_dir / "controller"),
             "--ready-file", str(ready), "--backend", self.backend,
             "--tick", str(self.tick_s), "--worker-grace", str(self.worker_grace_s),
@@ -101,11 +112,12 @@ class LocalCluster:
         ]  # fmt: skip
         self.controller = self._spawn("controller", argv)
         try:
-            self.ready_info = _wait_for_file(ready, self.controller.proc, "controller", self.controller.log_path, timeout_s)
-            self.url = str(self.ready_info["url"])
             if self.backend == "worker":
                 for i in range(self.num_workers):
                     self.add_worker(i, wait=False)
+            self.ready_info = _wait_for_file(ready, self.controller.proc, "controller", self.controller.log_path, timeout_s)
+            self.url = str(self.ready_info["url"])
+            if self.backend == "worker":
                 self.wait_for_workers(self.num_workers, timeout_s)
         except BaseException:
             self.stop()
