@@ -21,7 +21,9 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--worker-cpu", default="16", help="CPU each worker advertises")
@@ -32,14 +34,20 @@ def main() -> None:
     with IrisClient.local(workers=args.workers, worker_cpu=args.worker_cpu, worker_memory="16GB") as client:
         res = ResourceSpec(cpu=args.task_cpu, memory="16MB")
         # Warm up: one job through every worker.
-        client.submit(Entrypoint.from_command("true"), name="warmup", replicas=args.workers, resources=res).wait(timeout=60)
+        client.submit(
+            Entrypoint.from_command("true"), name="warmup", replicas=args.workers, resources=res
+        ).wait(timeout=60)
 
         t0 = time.perf_counter()
-        job = client.submit(Entrypoint.from_command("true"), name="throughput", replicas=args.tasks, resources=res)
+        job = client.submit(
+            Entrypoint.from_command("true"), name="throughput", replicas=args.tasks, resources=res
+        )
         detail = job.wait(timeout=600, poll_s=0.05)
         elapsed = time.perf_counter() - t0
         assert detail.state is JobState.SUCCEEDED, detail.error
-        print(f"throughput: {args.tasks} true tasks on {args.workers} workers in {elapsed:.2f}s = {args.tasks / elapsed:.0f} tasks/s")
+        print(
+            f"throughput: {args.tasks} true tasks on {args.workers} workers in {elapsed:.2f}s = {args.tasks / elapsed:.0f} tasks/s"
+        )
 
         latencies = []
         for i in range(args.latency_jobs):

@@ -10,7 +10,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "condition") -> T:
+def wait_until(
+    condition: Callable[[], T], *, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"
+) -> T:
     """Poll ``condition`` until it returns something truthy; fail with ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
     last: T | None = None

@@ -40,7 +40,9 @@ def test_rollup_table(counts: dict[S, int], max_failures: int, started: bool, wa
     max_failures=st.integers(0, 3),
     started=st.booleans(),
 )
-def test_terminal_jobs_never_change_and_success_needs_all(current: J, counts: dict[S, int], max_failures: int, started: bool) -> None:
+def test_terminal_jobs_never_change_and_success_needs_all(
+    current: J, counts: dict[S, int], max_failures: int, started: bool
+) -> None:
     new = rollup_job_state(current, counts, max_task_failures=max_failures, ever_started=started)
     if current in TERMINAL_JOB_STATES:
         assert new is current

@@ -43,7 +43,14 @@ def attempt(state: S = S.RUNNING, uid: str = "a1", **kw: object) -> AttemptSnaps
         (S.RUNNING, S.RUNNING, S.FAILED, {"max_retries_failure": 1, "failure_count": 1}, S.FAILED, S.FAILED),
         # infrastructure loss: the preemption budget
         (S.RUNNING, S.RUNNING, S.WORKER_FAILED, {}, S.PENDING, S.WORKER_FAILED),
-        (S.RUNNING, S.RUNNING, S.WORKER_FAILED, {"max_retries_preemption": 0}, S.WORKER_FAILED, S.WORKER_FAILED),
+        (
+            S.RUNNING,
+            S.RUNNING,
+            S.WORKER_FAILED,
+            {"max_retries_preemption": 0},
+            S.WORKER_FAILED,
+            S.WORKER_FAILED,
+        ),
         (S.RUNNING, S.RUNNING, S.MISSING, {}, S.PENDING, S.WORKER_FAILED),
         (S.RUNNING, S.RUNNING, S.KILLED, {}, S.PENDING, S.WORKER_FAILED),  # killed without being asked
         # losing an attempt that never started is free, even with no budget left
@@ -54,8 +61,12 @@ def attempt(state: S = S.RUNNING, uid: str = "a1", **kw: object) -> AttemptSnaps
         (S.ASSIGNED, S.ASSIGNED, S.ASSIGNED, {}, S.ASSIGNED, S.ASSIGNED),
     ],
 )
-def test_transition_table(task_state: S, attempt_state: S, observed: S, budgets: dict[str, int], want_task: S, want_attempt: S) -> None:
-    tr = apply_observation(task(task_state, **budgets), attempt(attempt_state), Observation(state=observed), NOW)
+def test_transition_table(
+    task_state: S, attempt_state: S, observed: S, budgets: dict[str, int], want_task: S, want_attempt: S
+) -> None:
+    tr = apply_observation(
+        task(task_state, **budgets), attempt(attempt_state), Observation(state=observed), NOW
+    )
     assert tr.task.state is want_task
     assert tr.attempt.state is want_attempt
 
@@ -68,7 +79,9 @@ def test_preemption_budget_is_charged_only_when_started() -> None:
 
 
 def test_failure_records_exit_code_and_error() -> None:
-    tr = apply_observation(task(), attempt(), Observation(state=S.FAILED, exit_code=3, error="exit code 3"), NOW)
+    tr = apply_observation(
+        task(), attempt(), Observation(state=S.FAILED, exit_code=3, error="exit code 3"), NOW
+    )
     assert (tr.task.exit_code, tr.task.error, tr.attempt.exit_code) == (3, "exit code 3", 3)
     assert tr.failed_attempt
 
@@ -113,10 +126,21 @@ states = st.sampled_from([s for s in TaskState])
     failures=st.integers(0, 3),
     max_failures=st.integers(0, 3),
 )
-def test_properties(task_state: S, attempt_state: S, observed: S, current: bool, released: bool, failures: int, max_failures: int) -> None:
+def test_properties(
+    task_state: S,
+    attempt_state: S,
+    observed: S,
+    current: bool,
+    released: bool,
+    failures: int,
+    max_failures: int,
+) -> None:
     t = TaskSnapshot(
-        task_id="/u/j/0", state=task_state, current_attempt_uid="a1" if current else "other",
-        failure_count=failures, max_retries_failure=max_failures,
+        task_id="/u/j/0",
+        state=task_state,
+        current_attempt_uid="a1" if current else "other",
+        failure_count=failures,
+        max_retries_failure=max_failures,
     )
     a = attempt(attempt_state, released=released)
     tr = apply_observation(t, a, Observation(state=observed), NOW)

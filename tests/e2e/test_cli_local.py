@@ -11,8 +11,12 @@ import pytest
 IRIS = [sys.executable, "-m", "iris.cli.main"]
 
 
-def run_iris(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*IRIS, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+def run_iris(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*IRIS, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
 
 
 def test_job_run_local_echo_hello() -> None:

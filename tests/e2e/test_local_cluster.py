@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.conftest import free_port, wait_until
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, TaskState
-from tests.conftest import free_port, wait_until
 
 IRIS = [sys.executable, "-m", "iris.cli.main"]
 
@@ -22,7 +22,11 @@ def greet(name: str) -> None:
 
 def test_callable_runs_and_its_output_is_in_the_logs() -> None:
     with IrisClient.local(workers=1) as client:
-        job = client.submit(name="greet", entrypoint=Entrypoint.from_callable(greet, "iris"), resources=ResourceSpec(cpu=0.5, memory="256MB"))
+        job = client.submit(
+            name="greet",
+            entrypoint=Entrypoint.from_callable(greet, "iris"),
+            resources=ResourceSpec(cpu=0.5, memory="256MB"),
+        )
         detail = job.wait(timeout=60)
         assert detail.state is JobState.SUCCEEDED, detail.error
         assert "hello iris from a callable" in job.logs()
@@ -33,7 +37,11 @@ def test_failing_callable_reports_the_exception() -> None:
         raise RuntimeError("the model diverged")
 
     with IrisClient.local(workers=1) as client:
-        job = client.submit(name="boom", entrypoint=Entrypoint.from_callable(boom), resources=ResourceSpec(cpu=0.5, memory="256MB"))
+        job = client.submit(
+            name="boom",
+            entrypoint=Entrypoint.from_callable(boom),
+            resources=ResourceSpec(cpu=0.5, memory="256MB"),
+        )
         detail = job.wait(timeout=60)
         assert detail.state is JobState.FAILED
         assert detail.exit_code == 1
@@ -42,13 +50,21 @@ def test_failing_callable_reports_the_exception() -> None:
 
 @pytest.fixture
 def cluster(tmp_path: Path):
-    with LocalCluster(workers=2, state_dir=tmp_path, worker_cpu="2", worker_memory="2GB", worker_grace_s=3.0, tick_s=0.5) as lc:
+    with LocalCluster(
+        workers=2, state_dir=tmp_path, worker_cpu="2", worker_memory="2GB", worker_grace_s=3.0, tick_s=0.5
+    ) as lc:
         yield lc
 
 
 def test_cli_against_a_running_cluster(cluster: LocalCluster) -> None:
     env = {**os.environ, "IRIS_CONTROLLER_URL": cluster.url}
-    run = subprocess.run([*IRIS, "job", "run", "--name", "hi", "--", "echo", "hi there"], capture_output=True, text=True, env=env, timeout=60)
+    run = subprocess.run(
+        [*IRIS, "job", "run", "--name", "hi", "--", "echo", "hi there"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "hi there"
     workers = subprocess.run([*IRIS, "worker", "list"], capture_output=True, text=True, env=env, timeout=60)
@@ -58,7 +74,9 @@ def test_cli_against_a_running_cluster(cluster: LocalCluster) -> None:
     assert "2 cpu" in workers.stdout
     listing = subprocess.run([*IRIS, "job", "list"], capture_output=True, text=True, env=env, timeout=60)
     assert "/hi" in listing.stdout and "SUCCEEDED" in listing.stdout
-    unknown = subprocess.run([*IRIS, "job", "status", "/nobody/nothing"], capture_output=True, text=True, env=env, timeout=60)
+    unknown = subprocess.run(
+        [*IRIS, "job", "status", "/nobody/nothing"], capture_output=True, text=True, env=env, timeout=60
+    )
     assert unknown.returncode == 1
     assert "job /nobody/nothing does not exist" in unknown.stderr
 
@@ -67,15 +85,21 @@ def test_killed_worker_task_retries_elsewhere(cluster: LocalCluster) -> None:
     client = IrisClient(cluster.url)
     job = client.submit(
         name="survivor",
-        entrypoint=Entrypoint.from_command("sh", "-c", "if [ \"$IRIS_ATTEMPT_NUMBER\" = 0 ]; then sleep 600; fi; echo done"),
+        entrypoint=Entrypoint.from_command(
+            "sh", "-c", 'if [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then sleep 600; fi; echo done'
+        ),
         resources=ResourceSpec(cpu=1, memory="128MB"),
     )
-    first = wait_until(lambda: next((t for t in job.tasks() if t.state is TaskState.RUNNING), None), what="task running")
+    first = wait_until(
+        lambda: next((t for t in job.tasks() if t.state is TaskState.RUNNING), None), what="task running"
+    )
     victim = next(w for w in cluster.workers if w.name == first.worker_id)
     os.kill(victim.proc.pid, signal.SIGKILL)
 
     def shown_unhealthy() -> bool:
-        return any(w.worker_id == first.worker_id and w.status.value != "HEALTHY" for w in client.workers().workers)
+        return any(
+            w.worker_id == first.worker_id and w.status.value != "HEALTHY" for w in client.workers().workers
+        )
 
     wait_until(shown_unhealthy, timeout=30, what="dead worker shown unhealthy")
     detail = job.wait(timeout=60)
@@ -84,24 +108,39 @@ def test_killed_worker_task_retries_elsewhere(cluster: LocalCluster) -> None:
     assert [a.state for a in task.attempts] == [TaskState.WORKER_FAILED, TaskState.SUCCEEDED]
     assert task.attempts[1].worker_id != first.worker_id
     assert task.preemption_count == 1
-    wait_until(lambda: first.worker_id not in {w.worker_id for w in client.workers().workers}, timeout=30, what="dead worker removed")
+    wait_until(
+        lambda: first.worker_id not in {w.worker_id for w in client.workers().workers},
+        timeout=30,
+        what="dead worker removed",
+    )
 
 
 def test_controller_restart_keeps_jobs_and_running_tasks(tmp_path: Path) -> None:
     port = free_port()
-    lc = LocalCluster(workers=2, state_dir=tmp_path, port=port, worker_cpu="2", worker_memory="2GB", tick_s=0.5)
+    lc = LocalCluster(
+        workers=2, state_dir=tmp_path, port=port, worker_cpu="2", worker_memory="2GB", tick_s=0.5
+    )
     lc.start()
     try:
         client = IrisClient(lc.url)
         marker = tmp_path / "go"
-        done = client.submit(name="before", entrypoint=Entrypoint.from_command("true"), resources=ResourceSpec(cpu=0.5, memory="64MB"))
+        done = client.submit(
+            name="before",
+            entrypoint=Entrypoint.from_command("true"),
+            resources=ResourceSpec(cpu=0.5, memory="64MB"),
+        )
         done.wait(timeout=30)
         job = client.submit(
             name="long",
-            entrypoint=Entrypoint.from_command("sh", "-c", f"echo started; while [ ! -e {marker} ]; do sleep 0.05; done; echo finished"),
+            entrypoint=Entrypoint.from_command(
+                "sh", "-c", f"echo started; while [ ! -e {marker} ]; do sleep 0.05; done; echo finished"
+            ),
             resources=ResourceSpec(cpu=1, memory="64MB"),
         )
-        wait_until(lambda: job.status() is JobState.RUNNING and any("started" in line for line in job.logs()), what="long task running")
+        wait_until(
+            lambda: job.status() is JobState.RUNNING and any("started" in line for line in job.logs()),
+            what="long task running",
+        )
         uid = job.tasks()[0].current_attempt_uid
 
         assert lc.controller is not None

@@ -83,7 +83,10 @@ def test_guarded_seam_blocks_call_only_their_kind(kind: BackendKind) -> None:
 def test_guarded_seam_blocks_run_on_a_real_controller(kind: BackendKind, tmp_path: Path) -> None:
     controller = create_controller(BackendDescriptor(backend_id="b", kind=kind), state_dir=tmp_path)
     for needles in (("_update_worker_health",), ("_reconcile_pods",)):
-        exec(_block(*needles), {"descriptor": controller.backend_descriptor, "self": controller, "BackendKind": BackendKind})
+        exec(
+            _block(*needles),
+            {"descriptor": controller.backend_descriptor, "self": controller, "BackendKind": BackendKind},
+        )
     assert controller.backend_descriptor.kind is kind
 
 
@@ -91,7 +94,9 @@ def test_dashboard_block_runs() -> None:
     ns: dict[str, object] = {"BackendKind": BackendKind, "DashboardDescriptor": DashboardDescriptor}
     exec(_block("def dashboard_backend_descriptor(controller)"), ns)
     seed_fn = ns["dashboard_backend_descriptor"]
-    worker = create_controller(BackendDescriptor(backend_id="w", kind=BackendKind.WORKER, display_name="W"), autoscaler=object())
+    worker = create_controller(
+        BackendDescriptor(backend_id="w", kind=BackendKind.WORKER, display_name="W"), autoscaler=object()
+    )
     k8s = create_controller(BackendDescriptor(backend_id="k", kind=BackendKind.KUBERNETES, display_name="K"))
     assert seed_fn(worker) == dashboard_backend_descriptor(worker)  # type: ignore[operator]
     assert seed_fn(k8s) == dashboard_backend_descriptor(k8s)  # type: ignore[operator]
@@ -138,7 +143,10 @@ def test_print_capabilities_prints_the_seed_lines() -> None:
     with_autoscaler = create_controller(ns["worker_backend"], autoscaler=object())  # type: ignore[arg-type]
     without = create_controller(ns["worker_backend"])  # type: ignore[arg-type]
     k8s = create_controller(ns["k8s_backend"])  # type: ignore[arg-type]
-    assert _capabilities_output(with_autoscaler) == "Backend 'Local Worker Backend' supports: workers, autoscaler"
+    assert (
+        _capabilities_output(with_autoscaler)
+        == "Backend 'Local Worker Backend' supports: workers, autoscaler"
+    )
     assert _capabilities_output(without) == "Backend 'Local Worker Backend' supports: workers"
     assert _capabilities_output(k8s) == "Backend 'K8s Cluster Backend' supports: cluster"
 

@@ -30,7 +30,11 @@ class Ctx:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
-@click.option("--controller", metavar="URL", help="Controller URL (default: $IRIS_CONTROLLER_URL or http://127.0.0.1:10000).")
+@click.option(
+    "--controller",
+    metavar="URL",
+    help="Controller URL (default: $IRIS_CONTROLLER_URL or http://127.0.0.1:10000).",
+)
 @click.version_option(package_name="iris", prog_name="iris")
 @click.pass_context
 def cli(ctx: click.Context, controller: str | None) -> None:
@@ -54,22 +58,57 @@ def controller() -> None:
 
 
 @controller.command("start")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0 for other machines).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (0.0.0.0 for other machines).",
+)
 @click.option("--port", default=10000, show_default=True, type=int)
-@click.option("--state-dir", type=click.Path(path_type=Path), default=Path.home() / ".iris" / "controller", show_default=True, help="Where the SQLite database lives.")
+@click.option(
+    "--state-dir",
+    type=click.Path(path_type=Path),
+    default=Path.home() / ".iris" / "controller",
+    show_default=True,
+    help="Where the SQLite database lives.",
+)
 @click.option("--backend", type=click.Choice(["worker", "kubernetes"]), default="worker", show_default=True)
-@click.option("--kubeconfig", type=click.Path(), help="Kubernetes backend: kubeconfig file (default: in-cluster config).")
-@click.option("--namespace", default="iris", show_default=True, help="Kubernetes backend: namespace for pods.")
+@click.option(
+    "--kubeconfig",
+    type=click.Path(),
+    help="Kubernetes backend: kubeconfig file (default: in-cluster config).",
+)
+@click.option(
+    "--namespace", default="iris", show_default=True, help="Kubernetes backend: namespace for pods."
+)
 @click.option("--queue", default="iris", show_default=True, help="Kubernetes backend: Kueue LocalQueue name.")
-@click.option("--tick", default=1.0, show_default=True, type=float, help="Safety-net tick of the control loop, seconds.")
-def controller_start(host: str, port: int, state_dir: Path, backend: str, kubeconfig: str | None, namespace: str, queue: str, tick: float) -> None:
+@click.option(
+    "--tick", default=1.0, show_default=True, type=float, help="Safety-net tick of the control loop, seconds."
+)
+def controller_start(
+    host: str,
+    port: int,
+    state_dir: Path,
+    backend: str,
+    kubeconfig: str | None,
+    namespace: str,
+    queue: str,
+    tick: float,
+) -> None:
     """Run the controller alone; workers on other machines join with `iris worker start --controller URL`."""
     import logging
 
     from iris.cluster.controller.main import build_controller, serve
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    ctrl = build_controller(backend=backend, state_dir=state_dir, kubeconfig=kubeconfig, namespace=namespace, queue=queue, tick_interval_s=tick)
+    ctrl = build_controller(
+        backend=backend,
+        state_dir=state_dir,
+        kubeconfig=kubeconfig,
+        namespace=namespace,
+        queue=queue,
+        tick_interval_s=tick,
+    )
     err_console.print(f"controller starting on http://{host}:{port} (state in {state_dir})")
     _install_sigterm()
     try:
@@ -96,21 +135,49 @@ def cluster() -> None:
 
 
 @cluster.command("start")
-@click.option("--local", "local", is_flag=True, help="Run controller and workers on this machine (the only mode for now).")
-@click.option("--workers", default=2, show_default=True, type=click.IntRange(0, 256), help="Worker daemons to start.")
-@click.option("--port", default=10000, show_default=True, type=int, help="Controller port (0 picks a free one).")
-@click.option("--state-dir", type=click.Path(path_type=Path), default=Path.home() / ".iris" / "local", show_default=True)
+@click.option(
+    "--local",
+    "local",
+    is_flag=True,
+    help="Run controller and workers on this machine (the only mode for now).",
+)
+@click.option(
+    "--workers", default=2, show_default=True, type=click.IntRange(0, 256), help="Worker daemons to start."
+)
+@click.option(
+    "--port", default=10000, show_default=True, type=int, help="Controller port (0 picks a free one)."
+)
+@click.option(
+    "--state-dir", type=click.Path(path_type=Path), default=Path.home() / ".iris" / "local", show_default=True
+)
 @click.option("--backend", type=click.Choice(["worker", "kubernetes"]), default="worker", show_default=True)
 @click.option("--worker-cpu", help="CPU capacity each worker advertises (default: this machine's).")
 @click.option("--worker-memory", help="Memory each worker advertises (default: this machine's).")
-def cluster_start(local: bool, workers: int, port: int, state_dir: Path, backend: str, worker_cpu: str | None, worker_memory: str | None) -> None:
+def cluster_start(
+    local: bool,
+    workers: int,
+    port: int,
+    state_dir: Path,
+    backend: str,
+    worker_cpu: str | None,
+    worker_memory: str | None,
+) -> None:
     """Run a controller plus N worker daemons in the foreground; Ctrl-C stops them all."""
     from iris.client.local_cluster import LocalCluster
 
     if not local:
-        raise click.UsageError("only --local clusters can be started from here; on other machines run `iris controller start` and `iris worker start`")
+        raise click.UsageError(
+            "only --local clusters can be started from here; on other machines run `iris controller start` and `iris worker start`"
+        )
     _check_quantities(worker_cpu, worker_memory)
-    lc = LocalCluster(workers=workers, state_dir=state_dir, port=port, backend=backend, worker_cpu=worker_cpu, worker_memory=worker_memory)
+    lc = LocalCluster(
+        workers=workers,
+        state_dir=state_dir,
+        port=port,
+        backend=backend,
+        worker_cpu=worker_cpu,
+        worker_memory=worker_memory,
+    )
     _install_sigterm()
     try:
         lc.start()
@@ -121,14 +188,18 @@ def cluster_start(local: bool, workers: int, port: int, state_dir: Path, backend
             console.print(f"  workers:    {workers}")
         if "kubeconfig" in lc.ready_info:
             console.print(f"  kubeconfig: {lc.ready_info['kubeconfig']}")
-            console.print(f"     kubectl --kubeconfig {lc.ready_info['kubeconfig']} get pods -l iris.managed=true")
+            console.print(
+                f"     kubectl --kubeconfig {lc.ready_info['kubeconfig']} get pods -l iris.managed=true"
+            )
         console.print(f"  logs:       {lc.state_dir / 'logs'}")
         console.print(f"\n  export IRIS_CONTROLLER_URL={lc.url}\n\nPress Ctrl-C to stop.")
         sys.stdout.flush()
         while True:
             for child in [lc.controller, *lc.workers]:
                 if child is not None and child.proc.poll() is not None:
-                    err_console.print(f"{child.name} exited with code {child.proc.returncode}; see {child.log_path}")
+                    err_console.print(
+                        f"{child.name} exited with code {child.proc.returncode}; see {child.log_path}"
+                    )
                     raise KeyboardInterrupt
             time.sleep(0.5)
     except KeyboardInterrupt:
@@ -147,13 +218,26 @@ def cluster_status(obj: Ctx, as_json: bool) -> None:
     if as_json:
         print_json(status)
         return
-    console.print(f"[bold]{status.display_name}[/bold]  kind={status.kind}  id={status.backend_id}  version={status.version}")
+    console.print(
+        f"[bold]{status.display_name}[/bold]  kind={status.kind}  id={status.backend_id}  version={status.version}"
+    )
     console.print(f"capabilities: {', '.join(status.capabilities)}")
-    console.print(f"uptime: {duration(time.time() - status.uptime_s, None)}   dashboard: {status.dashboard_url}")
-    console.print("jobs:    " + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.jobs_by_state.items())) or "none"))
-    console.print("tasks:   " + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.tasks_by_state.items())) or "none"))
+    console.print(
+        f"uptime: {duration(time.time() - status.uptime_s, None)}   dashboard: {status.dashboard_url}"
+    )
+    console.print(
+        "jobs:    "
+        + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.jobs_by_state.items())) or "none")
+    )
+    console.print(
+        "tasks:   "
+        + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.tasks_by_state.items())) or "none")
+    )
     if status.kind == "worker-daemon":
-        console.print("workers: " + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.workers_by_status.items())) or "none"))
+        console.print(
+            "workers: "
+            + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.workers_by_status.items())) or "none")
+        )
 
 
 # ---------------------------------------------------------------- jobs
@@ -189,27 +273,78 @@ def _check_quantities(cpu: str | None, memory: str | None, disk: str | None = No
 
 
 @job.command("run", context_settings={"ignore_unknown_options": False})
-@click.option("--local", "local", is_flag=True, help="Start an embedded cluster for this one job, then stop it.")
-@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64), help="With --local: worker daemons to start.")
+@click.option(
+    "--local", "local", is_flag=True, help="Start an embedded cluster for this one job, then stop it."
+)
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="With --local: worker daemons to start.",
+)
 @click.option("--name", help="Job name (default: derived from the command).")
 @click.option("--cpu", default="1", show_default=True, help="CPU per task (cores: 1, 0.5 or 500m).")
 @click.option("--memory", default="512MB", show_default=True, help="Memory per task (e.g. 512MB, 2GB).")
 @click.option("--disk", default=None, help="Disk per task.")
-@click.option("--env", "env", multiple=True, metavar="KEY=VALUE", help="Environment variable for the task (repeatable).")
-@click.option("--replicas", default=1, show_default=True, type=click.IntRange(1, 100_000), help="Number of tasks.")
-@click.option("--max-retries", default=0, show_default=True, type=click.IntRange(0, 10_000), help="Retries after the command fails.")
-@click.option("--max-preemptions", default=100, show_default=True, type=click.IntRange(0, 100_000), help="Retries after losing a worker or being preempted.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Execution timeout per task, seconds (no retry).")
-@click.option("--scheduling-timeout", type=click.FloatRange(min=0, min_open=True), help="Give up (UNSCHEDULABLE) if not placed within this many seconds.")
-@click.option("--priority", type=click.Choice(["production", "interactive", "batch"], case_sensitive=False), default="interactive", show_default=True)
+@click.option(
+    "--env", "env", multiple=True, metavar="KEY=VALUE", help="Environment variable for the task (repeatable)."
+)
+@click.option(
+    "--replicas", default=1, show_default=True, type=click.IntRange(1, 100_000), help="Number of tasks."
+)
+@click.option(
+    "--max-retries",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 10_000),
+    help="Retries after the command fails.",
+)
+@click.option(
+    "--max-preemptions",
+    default=100,
+    show_default=True,
+    type=click.IntRange(0, 100_000),
+    help="Retries after losing a worker or being preempted.",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Execution timeout per task, seconds (no retry).",
+)
+@click.option(
+    "--scheduling-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Give up (UNSCHEDULABLE) if not placed within this many seconds.",
+)
+@click.option(
+    "--priority",
+    type=click.Choice(["production", "interactive", "batch"], case_sensitive=False),
+    default="interactive",
+    show_default=True,
+)
 @click.option("--no-wait", is_flag=True, help="Submit, print the job id and return.")
 @click.option("--json", "as_json", is_flag=True, help="With --no-wait: print the job id as JSON.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
 def job_run(
-    obj: Ctx, local: bool, workers: int, name: str | None, cpu: str, memory: str, disk: str | None, env: Sequence[str], replicas: int,
-    max_retries: int, max_preemptions: int, timeout: float | None, scheduling_timeout: float | None, priority: str,
-    no_wait: bool, as_json: bool, command: Sequence[str],
+    obj: Ctx,
+    local: bool,
+    workers: int,
+    name: str | None,
+    cpu: str,
+    memory: str,
+    disk: str | None,
+    env: Sequence[str],
+    replicas: int,
+    max_retries: int,
+    max_preemptions: int,
+    timeout: float | None,
+    scheduling_timeout: float | None,
+    priority: str,
+    no_wait: bool,
+    as_json: bool,
+    command: Sequence[str],
 ) -> None:
     """Run COMMAND as a job, stream its output and exit with its exit code.
 
@@ -227,9 +362,15 @@ def job_run(
     if disk:
         res_kwargs["disk"] = disk
     submit_kwargs = dict(
-        name=name, resources=ResourceSpec(**res_kwargs), replicas=replicas, env=_parse_env(env),
-        max_retries_failure=max_retries, max_retries_preemption=max_preemptions, timeout=timeout,
-        scheduling_timeout=scheduling_timeout, priority=priority,
+        name=name,
+        resources=ResourceSpec(**res_kwargs),
+        replicas=replicas,
+        env=_parse_env(env),
+        max_retries_failure=max_retries,
+        max_retries_preemption=max_preemptions,
+        timeout=timeout,
+        scheduling_timeout=scheduling_timeout,
+        priority=priority,
     )
     entrypoint = Entrypoint.from_command(*command)
     if local:
@@ -237,14 +378,26 @@ def job_run(
 
         err_console.print("[dim]starting a local cluster...[/dim]")
         with IrisClient.local(workers=workers, port=0) as client:
-            code = _run_and_follow(client, entrypoint, submit_kwargs, no_wait=False, as_json=as_json, detach_ok=False)
+            code = _run_and_follow(
+                client, entrypoint, submit_kwargs, no_wait=False, as_json=as_json, detach_ok=False
+            )
     else:
         with obj.client() as client:
-            code = _run_and_follow(client, entrypoint, submit_kwargs, no_wait=no_wait, as_json=as_json, detach_ok=True)
+            code = _run_and_follow(
+                client, entrypoint, submit_kwargs, no_wait=no_wait, as_json=as_json, detach_ok=True
+            )
     sys.exit(code)
 
 
-def _run_and_follow(client: Any, entrypoint: Any, submit_kwargs: dict[str, Any], *, no_wait: bool, as_json: bool, detach_ok: bool) -> int:
+def _run_and_follow(
+    client: Any,
+    entrypoint: Any,
+    submit_kwargs: dict[str, Any],
+    *,
+    no_wait: bool,
+    as_json: bool,
+    detach_ok: bool,
+) -> int:
     job = client.submit(entrypoint, **submit_kwargs)
     if no_wait:
         if as_json:
@@ -299,7 +452,14 @@ def job_list(obj: Ctx, states: Sequence[str], user: str | None, limit: int, as_j
     t = table("JOB", "STATE", "TASKS", "SUBMITTED", "DURATION", "COMMAND")
     for j in jobs.jobs:
         counts = " ".join(f"{k.lower()}:{v}" for k, v in sorted(j.task_counts.items()))
-        t.add_row(j.job_id, styled(j.state.value), counts, ago(j.submitted_at), duration(j.started_at, j.finished_at), j.entrypoint[:60])
+        t.add_row(
+            j.job_id,
+            styled(j.state.value),
+            counts,
+            ago(j.submitted_at),
+            duration(j.started_at, j.finished_at),
+            j.entrypoint[:60],
+        )
     console.print(t)
     if jobs.total > len(jobs.jobs):
         console.print(f"[dim]showing {len(jobs.jobs)} of {jobs.total}; use --limit[/dim]")
@@ -321,11 +481,17 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
     if as_json:
         print_json(detail)
         return
-    console.print(f"[bold]{detail.job_id}[/bold]  {styled(detail.state.value)}  priority={detail.priority.value.lower()}  user={detail.user}")
+    console.print(
+        f"[bold]{detail.job_id}[/bold]  {styled(detail.state.value)}  priority={detail.priority.value.lower()}  user={detail.user}"
+    )
     res = detail.spec.resources
     console.print(f"command: {detail.entrypoint}")
-    console.print(f"resources: {resources_text(res.cpu_millicores, res.memory_bytes)} × {detail.replicas} task(s)")
-    console.print(f"submitted {ago(detail.submitted_at)}, ran {duration(detail.started_at, detail.finished_at)}")
+    console.print(
+        f"resources: {resources_text(res.cpu_millicores, res.memory_bytes)} × {detail.replicas} task(s)"
+    )
+    console.print(
+        f"submitted {ago(detail.submitted_at)}, ran {duration(detail.started_at, detail.finished_at)}"
+    )
     if detail.exit_code is not None:
         console.print(f"exit code: {detail.exit_code}")
     if detail.error:
@@ -335,15 +501,30 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
     t = table("TASK", "STATE", "WORKER", "ATTEMPTS", "EXIT", "DETAIL")
     for task in detail.tasks:
         info = task.pending_reason or task.error or ""
-        t.add_row(str(task.task_index), styled(task.state.value), task.worker_id or "-", str(task.attempt_count),
-                  "" if task.exit_code is None else str(task.exit_code), info)
+        t.add_row(
+            str(task.task_index),
+            styled(task.state.value),
+            task.worker_id or "-",
+            str(task.attempt_count),
+            "" if task.exit_code is None else str(task.exit_code),
+            info,
+        )
     console.print(t)
     if attempts:
         at = table("TASK", "ATTEMPT", "UID", "STATE", "WORKER", "STARTED", "DURATION", "EXIT", "ERROR")
         for task in detail.tasks:
             for a in task.attempts:
-                at.add_row(str(task.task_index), str(a.attempt_number), a.attempt_uid, styled(a.state.value), a.worker_id or "-",
-                           ago(a.started_at), duration(a.started_at, a.finished_at), "" if a.exit_code is None else str(a.exit_code), a.error or "")
+                at.add_row(
+                    str(task.task_index),
+                    str(a.attempt_number),
+                    a.attempt_uid,
+                    styled(a.state.value),
+                    a.worker_id or "-",
+                    ago(a.started_at),
+                    duration(a.started_at, a.finished_at),
+                    "" if a.exit_code is None else str(a.exit_code),
+                    a.error or "",
+                )
         console.print(at)
 
 
@@ -406,10 +587,13 @@ def _register_optional_groups() -> None:
         t = table("WORKER", "STATUS", "ADDRESS", "CAPACITY", "USED", "TASKS", "LAST CONTACT", "ATTRIBUTES")
         for w in workers.workers:
             t.add_row(
-                w.worker_id, styled(w.status.value), w.address,
+                w.worker_id,
+                styled(w.status.value),
+                w.address,
                 resources_text(w.capacity.cpu_millicores, w.capacity.memory_bytes),
                 resources_text(w.used.cpu_millicores, w.used.memory_bytes),
-                str(len(w.running_tasks)), ago(w.last_contact_at),
+                str(len(w.running_tasks)),
+                ago(w.last_contact_at),
                 " ".join(f"{k}={v}" for k, v in sorted(w.attributes.items())),
             )
         console.print(t)

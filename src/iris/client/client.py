@@ -118,7 +118,9 @@ class IrisClient:
         if entrypoint is None:
             from iris.rpc.errors import InvalidArgument
 
-            raise InvalidArgument("submit needs an entrypoint (Entrypoint.from_command or Entrypoint.from_callable)")
+            raise InvalidArgument(
+                "submit needs an entrypoint (Entrypoint.from_command or Entrypoint.from_callable)"
+            )
         spec = JobSpec(
             name=name or default_job_name(entrypoint),
             entrypoint=entrypoint,
@@ -148,7 +150,9 @@ class IrisClient:
     def job(self, job_id: str) -> Job:
         return Job(self, job_id if job_id.startswith("/") else "/" + job_id)
 
-    def list_jobs(self, *, state: Sequence[str] = (), user: str | None = None, limit: int = 100, offset: int = 0) -> JobList:
+    def list_jobs(
+        self, *, state: Sequence[str] = (), user: str | None = None, limit: int = 100, offset: int = 0
+    ) -> JobList:
         params: dict[str, Any] = {"limit": limit, "offset": offset}
         if state:
             params["state"] = list(state)

@@ -49,7 +49,9 @@ class Job:
             if detail.state in TERMINAL_JOB_STATES:
                 return detail
             if deadline is not None and time.monotonic() >= deadline:
-                raise JobTimeout(f"job {self.job_id} is still {detail.state.value.lower()} after {timeout:g}s")
+                raise JobTimeout(
+                    f"job {self.job_id} is still {detail.state.value.lower()} after {timeout:g}s"
+                )
             time.sleep(delay)
             delay = min(poll_s * 4, delay * 1.5)
 
@@ -57,11 +59,15 @@ class Job:
         data = self.client.http.post(f"/api/v1/jobs/{task_path(self.job_id)}:stop")
         return JobState(data["state"])
 
-    def task_logs(self, task_index: int = 0, *, offset: int = 0, limit: int = 1000, attempt: str | None = None) -> LogsResponse:
+    def task_logs(
+        self, task_index: int = 0, *, offset: int = 0, limit: int = 1000, attempt: str | None = None
+    ) -> LogsResponse:
         params = {"offset": offset, "limit": limit}
         if attempt:
             params["attempt"] = attempt  # type: ignore[assignment]
-        return self.client.http.get(f"/api/v1/tasks/{task_path(self.job_id)}/{task_index}:logs", LogsResponse, **params)
+        return self.client.http.get(
+            f"/api/v1/tasks/{task_path(self.job_id)}/{task_index}:logs", LogsResponse, **params
+        )
 
     def log_lines(self) -> list[LogLine]:
         """Every output line of every task's current attempt, in task order."""

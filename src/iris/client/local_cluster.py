@@ -25,7 +25,9 @@ class _Child:
     log_file: IO[bytes] = field(repr=False)
 
 
-def _wait_for_file(path: Path, proc: subprocess.Popen[bytes], what: str, log_path: Path, timeout_s: float) -> dict[str, object]:
+def _wait_for_file(
+    path: Path, proc: subprocess.Popen[bytes], what: str, log_path: Path, timeout_s: float
+) -> dict[str, object]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if path.exists():
@@ -91,7 +93,14 @@ class LocalCluster:
         log_path = logs / f"{name}.log"
         log_file = open(log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-        proc = subprocess.Popen(argv, stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
         return _Child(name, proc, log_path, log_file)
 
     def start(self, timeout_s: float = 60.0) -> None:
@@ -115,7 +124,9 @@ class LocalCluster:
             if self.backend == "worker":
                 for i in range(self.num_workers):
                     self.add_worker(i, wait=False)
-            self.ready_info = _wait_for_file(ready, self.controller.proc, "controller", self.controller.log_path, timeout_s)
+            self.ready_info = _wait_for_file(
+                ready, self.controller.proc, "controller", self.controller.log_path, timeout_s
+            )
             self.url = str(self.ready_info["url"])
             if self.backend == "worker":
                 self.wait_for_workers(self.num_workers, timeout_s)
@@ -123,7 +134,9 @@ class LocalCluster:
             self.stop()
             raise
 
-    def add_worker(self, index: int | None = None, *, wait: bool = True, attributes: dict[str, str] | None = None) -> _Child:
+    def add_worker(
+        self, index: int | None = None, *, wait: bool = True, attributes: dict[str, str] | None = None
+    ) -> _Child:
         index = len(self.workers) if index is None else index
         worker_id = f"worker-{index}"
         wdir = self.state_dir / "workers" / worker_id
@@ -158,14 +171,18 @@ class LocalCluster:
                 for w in self.workers:
                     if w.proc.poll() is not None:
                         tail = w.log_path.read_text(errors="replace")[-2000:]
-                        raise Unavailable(f"{w.name} exited with code {w.proc.returncode} while starting:\n{tail}")
+                        raise Unavailable(
+                            f"{w.name} exited with code {w.proc.returncode} while starting:\n{tail}"
+                        )
                 data = http.request("GET", "/api/v1/workers")
                 if len(data["workers"]) >= count:
                     return
                 time.sleep(0.02)
         finally:
             http.close()
-        raise Unavailable(f"only some of {count} workers registered within {timeout_s:.0f}s (logs: {self.state_dir / 'logs'})")
+        raise Unavailable(
+            f"only some of {count} workers registered within {timeout_s:.0f}s (logs: {self.state_dir / 'logs'})"
+        )
 
     def stop(self, timeout_s: float = 10.0) -> None:
         children = [*self.workers, *([self.controller] if self.controller else [])]

@@ -18,7 +18,15 @@ class HttpClient:
         headers = {"authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers)
 
-    def request(self, method: str, path: str, *, json_body: Any = None, params: Any = None, timeout: float | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        params: Any = None,
+        timeout: float | None = None,
+    ) -> Any:
         kwargs: dict[str, Any] = {"params": params}
         if timeout is not None:
             kwargs["timeout"] = timeout
@@ -44,7 +52,9 @@ class HttpClient:
         return resp.json()
 
     def get(self, path: str, model: type[M], **params: Any) -> M:
-        return model.model_validate(self.request("GET", path, params={k: v for k, v in params.items() if v is not None}))
+        return model.model_validate(
+            self.request("GET", path, params={k: v for k, v in params.items() if v is not None})
+        )
 
     def post(self, path: str, model: type[M] | None = None, body: Any = None) -> Any:
         data = self.request("POST", path, json_body=body)

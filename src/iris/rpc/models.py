@@ -149,7 +149,9 @@ class Constraint(WireModel):
             try:
                 float(self.value)
             except ValueError:
-                raise ValueError(f"constraint {self.key} {self.op} needs a number, got {self.value!r}") from None
+                raise ValueError(
+                    f"constraint {self.key} {self.op} needs a number, got {self.value!r}"
+                ) from None
         return self
 
     def describe(self) -> str:

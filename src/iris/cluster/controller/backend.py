@@ -23,7 +23,10 @@ class BackendKind(StrEnum):
 
 
 def _freeze_attributes(attrs: Mapping[str, Iterable[str]] | None) -> Mapping[str, frozenset[str]]:
-    frozen = {str(k): frozenset(str(v) for v in ([vals] if isinstance(vals, str) else vals)) for k, vals in (attrs or {}).items()}
+    frozen = {
+        str(k): frozenset(str(v) for v in ([vals] if isinstance(vals, str) else vals))
+        for k, vals in (attrs or {}).items()
+    }
     return MappingProxyType(frozen)
 
 

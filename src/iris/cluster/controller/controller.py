@@ -110,7 +110,12 @@ class Controller:
         self._last_full_round = 0.0
         self._last_timeout_scan = 0.0
         self.last_unplaced: list[TaskRequest] = []
-        self.round_stats: dict[str, float] = {"rounds": 0, "last_round_ms": 0.0, "last_schedule_ms": 0.0, "last_reconcile_ms": 0.0}
+        self.round_stats: dict[str, float] = {
+            "rounds": 0,
+            "last_round_ms": 0.0,
+            "last_schedule_ms": 0.0,
+            "last_reconcile_ms": 0.0,
+        }
         if descriptor.kind is BackendKind.WORKER:
             now = clock()
             with db.read() as cur:
@@ -220,7 +225,9 @@ class Controller:
                 if parent_row is None:
                     raise NotFound(f"parent job {spec.parent_job_id} does not exist")
                 if parent_row.state in TERMINAL_JOB_STATES:
-                    raise FailedPrecondition(f"parent job {spec.parent_job_id} has terminated ({parent_row.state})")
+                    raise FailedPrecondition(
+                        f"parent job {spec.parent_job_id} has terminated ({parent_row.state})"
+                    )
                 root_submitted_at = parent_row.root_submitted_at
             existing = store.get_job(cur, job_id)
             if existing is not None:
@@ -241,7 +248,9 @@ class Controller:
                 now=now,
                 root_submitted_at=root_submitted_at,
             )
-            store.add_events(cur, [(now, "job_submitted", job_id, None, None, None, f"submitted {spec.replicas} task(s)")])
+            store.add_events(
+                cur, [(now, "job_submitted", job_id, None, None, None, f"submitted {spec.replicas} task(s)")]
+            )
         self.wake()
         return job_id
 
@@ -282,7 +291,9 @@ class Controller:
                 scale_group=req.scale_group,
                 now=now,
             )
-            store.add_events(cur, [(now, "worker_registered", None, None, None, worker_id, f"registered at {req.address}")])
+            store.add_events(
+                cur, [(now, "worker_registered", None, None, None, worker_id, f"registered at {req.address}")]
+            )
             for old in stale:
                 self._reap_worker(cur, old, f"worker {worker_id} now answers at {req.address}", now)
         for old in stale:
@@ -406,7 +417,14 @@ class Controller:
             numbers = store.next_attempt_numbers(cur, [t for t, _ in result.assignments])
             for task_id, worker_id in result.assignments:
                 uid = secrets.token_hex(8)
-                store.insert_attempt(cur, attempt_uid=uid, task_id=task_id, attempt_number=numbers[task_id], worker_id=worker_id, now=now)
+                store.insert_attempt(
+                    cur,
+                    attempt_uid=uid,
+                    task_id=task_id,
+                    attempt_number=numbers[task_id],
+                    worker_id=worker_id,
+                    now=now,
+                )
                 touched.add(worker_id)
                 jobs.add(_job_of(task_id))
             for pre in result.preemptions:
@@ -430,18 +448,41 @@ class Controller:
         attempt = store.attempt_snapshots(cur, [task.current_attempt_uid])[task.current_attempt_uid]
         tr = stop_attempt(task, attempt, StopReason.PREEMPTED, now)
         store.write_attempt(cur, tr.attempt)
-        new_task = retry_or_terminal(task, TaskState.PREEMPTED, never_started=attempt.state is TaskState.ASSIGNED, now=now)
+        new_task = retry_or_terminal(
+            task, TaskState.PREEMPTED, never_started=attempt.state is TaskState.ASSIGNED, now=now
+        )
         store.write_task(cur, new_task, pending_reason=f"preempted by {preemptor}")
-        store.add_events(cur, [(now, "task_preempted", _job_of(victim_task_id), victim_task_id, attempt.attempt_uid, None, f"preempted by {preemptor}")])
+        store.add_events(
+            cur,
+            [
+                (
+                    now,
+                    "task_preempted",
+                    _job_of(victim_task_id),
+                    victim_task_id,
+                    attempt.attempt_uid,
+                    None,
+                    f"preempted by {preemptor}",
+                )
+            ],
+        )
         self._rollup(cur, {_job_of(victim_task_id)}, now)
 
     def _desired(self, live: Sequence[store.LiveAttempt]) -> list[DesiredAttempt]:
         desired = []
         for a in live:
             if a.stop_reason is not None or a.state in TERMINAL_TASK_STATES:
-                desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="stop", stop_reason=a.stop_reason or StopReason.JOB_TERMINATED))
+                desired.append(
+                    DesiredAttempt(
+                        attempt_uid=a.attempt_uid,
+                        intent="stop",
+                        stop_reason=a.stop_reason or StopReason.JOB_TERMINATED,
+                    )
+                )
             elif a.state is TaskState.ASSIGNED:
-                desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run", spec=self._run_spec(a)))
+                desired.append(
+                    DesiredAttempt(attempt_uid=a.attempt_uid, intent="run", spec=self._run_spec(a))
+                )
             else:
                 desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run"))
         return desired
@@ -457,7 +498,10 @@ class Controller:
         for a in live:
             by_worker.setdefault(a.worker_id or "", []).append(a)
         plans = {
-            wid: (workers[wid].address, ReconcileRequest(worker_id=wid, attempts=self._desired(by_worker.get(wid, []))))
+            wid: (
+                workers[wid].address,
+                ReconcileRequest(worker_id=wid, attempts=self._desired(by_worker.get(wid, []))),
+            )
             for wid in ids
         }
         assert self.worker_rpc is not None
@@ -470,7 +514,9 @@ class Controller:
                 self.health.apply(out.worker_id, HealthEvent.UNREACHABLE, now)
                 continue
             health = out.response.health
-            self.health.apply(out.worker_id, HealthEvent.REACHED if health.healthy else HealthEvent.UNREACHABLE, now)
+            self.health.apply(
+                out.worker_id, HealthEvent.REACHED if health.healthy else HealthEvent.UNREACHABLE, now
+            )
             contacts.append((now, health.model_dump_json(), out.worker_id))
             asked = {d.attempt_uid for d in plans[out.worker_id][1].attempts}
             for obs in out.response.observations:
@@ -501,7 +547,10 @@ class Controller:
         live = store.unreleased_attempts(cur, [worker_id])
         obs = {
             a.attempt_uid: AttemptObservation(
-                attempt_uid=a.attempt_uid, state=TaskState.WORKER_FAILED, error=f"worker {worker_id} was lost: {why}", runtime_released=True
+                attempt_uid=a.attempt_uid,
+                state=TaskState.WORKER_FAILED,
+                error=f"worker {worker_id} was lost: {why}",
+                runtime_released=True,
             )
             for a in live
         }
@@ -531,7 +580,14 @@ class Controller:
             ids = [p["task_id"] for p in pending]
             numbers = store.next_attempt_numbers(cur, ids)
             for task_id in ids:
-                store.insert_attempt(cur, attempt_uid=secrets.token_hex(8), task_id=task_id, attempt_number=numbers[task_id], worker_id=None, now=now)
+                store.insert_attempt(
+                    cur,
+                    attempt_uid=secrets.token_hex(8),
+                    task_id=task_id,
+                    attempt_number=numbers[task_id],
+                    worker_id=None,
+                    now=now,
+                )
             self._rollup(cur, {_job_of(t) for t in ids}, now)
 
     def _reconcile_pods(self) -> bool:
@@ -542,7 +598,9 @@ class Controller:
         desired = self._desired(live)
         observations = self.pod_backend.reconcile(desired)
         asked = {d.attempt_uid for d in desired}
-        return self._apply_observations({o.attempt_uid: o for o in observations if o.attempt_uid in asked}, self.clock())
+        return self._apply_observations(
+            {o.attempt_uid: o for o in observations if o.attempt_uid in asked}, self.clock()
+        )
 
     # ------------------------------------------------------------ shared state changes
 
@@ -571,15 +629,31 @@ class Controller:
             if tr.task != task:
                 pending_reason = None
                 if tr.task.state is TaskState.PENDING:
-                    pending_reason = f"retrying after {tr.attempt.state.value.lower()}: {tr.task.error or ''}".strip(": ")
+                    pending_reason = (
+                        f"retrying after {tr.attempt.state.value.lower()}: {tr.task.error or ''}".strip(": ")
+                    )
                 store.write_task(cur, tr.task, pending_reason=pending_reason)
                 tasks[task.task_id] = tr.task
                 jobs.add(_job_of(task.task_id))
                 if tr.task.state is not task.state:
-                    changed = changed or tr.task.state in TERMINAL_TASK_STATES or tr.task.state is TaskState.PENDING
-                    events.append((now, f"task_{tr.task.state.value.lower()}", _job_of(task.task_id), task.task_id, uid, None, tr.task.error or tr.task.state.value))
+                    changed = (
+                        changed or tr.task.state in TERMINAL_TASK_STATES or tr.task.state is TaskState.PENDING
+                    )
+                    events.append(
+                        (
+                            now,
+                            f"task_{tr.task.state.value.lower()}",
+                            _job_of(task.task_id),
+                            task.task_id,
+                            uid,
+                            None,
+                            tr.task.error or tr.task.state.value,
+                        )
+                    )
             elif obs.message and tr.task.state is TaskState.ASSIGNED:
-                cur.execute("UPDATE tasks SET pending_reason = ? WHERE task_id = ?", (obs.message, task.task_id))
+                cur.execute(
+                    "UPDATE tasks SET pending_reason = ? WHERE task_id = ?", (obs.message, task.task_id)
+                )
         if events:
             store.add_events(cur, events)
         self._gang_follow_up(cur, tasks, jobs, now)
@@ -594,8 +668,12 @@ class Controller:
                 continue
             rows = store.tasks_of_job(cur, job_id)
             states = {r["task_id"]: TaskState(r["state"]) for r in rows}
-            dead = any(s in (TaskState.FAILED, TaskState.WORKER_FAILED, TaskState.PREEMPTED) for s in states.values())
-            retrying = any(s is TaskState.PENDING for s in states.values()) and any(s in ACTIVE_TASK_STATES for s in states.values())
+            dead = any(
+                s in (TaskState.FAILED, TaskState.WORKER_FAILED, TaskState.PREEMPTED) for s in states.values()
+            )
+            retrying = any(s is TaskState.PENDING for s in states.values()) and any(
+                s in ACTIVE_TASK_STATES for s in states.values()
+            )
             if not dead and not retrying:
                 continue
             for r in rows:
@@ -603,15 +681,30 @@ class Controller:
                     continue
                 snap = store.task_snapshots(cur, [r["task_id"]])[r["task_id"]]
                 if snap.current_attempt_uid:
-                    attempt = store.attempt_snapshots(cur, [snap.current_attempt_uid])[snap.current_attempt_uid]
-                    tr = stop_attempt(snap, attempt, StopReason.JOB_TERMINATED if dead else StopReason.PREEMPTED, now)
+                    attempt = store.attempt_snapshots(cur, [snap.current_attempt_uid])[
+                        snap.current_attempt_uid
+                    ]
+                    tr = stop_attempt(
+                        snap, attempt, StopReason.JOB_TERMINATED if dead else StopReason.PREEMPTED, now
+                    )
                     store.write_attempt(cur, _with_state(tr.attempt, TaskState.COSCHED_FAILED))
                     self._mark_dirty(cur, snap.current_attempt_uid)
                 if dead:
-                    new = TaskSnapshot(**{**_asdict(snap), "state": TaskState.COSCHED_FAILED, "finished_at": now, "error": "a member of its gang failed"})
+                    new = TaskSnapshot(
+                        **{
+                            **_asdict(snap),
+                            "state": TaskState.COSCHED_FAILED,
+                            "finished_at": now,
+                            "error": "a member of its gang failed",
+                        }
+                    )
                     store.write_task(cur, new)
                 else:
-                    store.write_task(cur, TaskSnapshot(**{**_asdict(snap), "state": TaskState.PENDING}), pending_reason="its gang is being rescheduled together")
+                    store.write_task(
+                        cur,
+                        TaskSnapshot(**{**_asdict(snap), "state": TaskState.PENDING}),
+                        pending_reason="its gang is being rescheduled together",
+                    )
 
     def _rollup(self, cur: Any, job_ids: Iterable[str], now: float) -> None:
         for job_id in job_ids:
@@ -620,7 +713,9 @@ class Controller:
                 continue
             counts = store.task_state_counts(cur, job_id)
             new = rollup_job_state(
-                job.state, counts, max_task_failures=self._job_spec(job_id, job.spec_json).max_task_failures,
+                job.state,
+                counts,
+                max_task_failures=self._job_spec(job_id, job.spec_json).max_task_failures,
                 ever_started=job.started_at is not None,
             )
             if new is job.state:
@@ -641,23 +736,41 @@ class Controller:
             exit_code = 0
         else:
             for r in rows:
-                if r["state"] in (TaskState.FAILED.value, TaskState.UNSCHEDULABLE.value, TaskState.WORKER_FAILED.value):
+                if r["state"] in (
+                    TaskState.FAILED.value,
+                    TaskState.UNSCHEDULABLE.value,
+                    TaskState.WORKER_FAILED.value,
+                ):
                     exit_code = r["exit_code"] if r["exit_code"] not in (None, 0) else 1
                     error = f"task {r['task_index']}: {r['error'] or r['state'].lower()}"
                     break
-        self._terminate_job(cur, job.job_id, state, error, StopReason.JOB_TERMINATED, now, exit_code=exit_code)
+        self._terminate_job(
+            cur, job.job_id, state, error, StopReason.JOB_TERMINATED, now, exit_code=exit_code
+        )
 
     def _terminate_job(
-        self, cur: Any, job_id: str, state: JobState, error: str | None, reason: StopReason, now: float, *, exit_code: int | None = None
+        self,
+        cur: Any,
+        job_id: str,
+        state: JobState,
+        error: str | None,
+        reason: StopReason,
+        now: float,
+        *,
+        exit_code: int | None = None,
     ) -> None:
         """Make a job terminal, kill its live tasks and every live descendant job."""
         self._kill_tasks(cur, job_id, reason, now)
         store.update_job(cur, job_id, state=state, finished_at=now, error=error, exit_code=exit_code)
-        store.add_events(cur, [(now, f"job_{state.value.lower()}", job_id, None, None, None, error or state.value)])
+        store.add_events(
+            cur, [(now, f"job_{state.value.lower()}", job_id, None, None, None, error or state.value)]
+        )
         self._spec_cache.pop(job_id, None)
         for child in store.live_descendants(cur, job_id):
             self._kill_tasks(cur, child, StopReason.JOB_TERMINATED, now)
-            store.update_job(cur, child, state=JobState.KILLED, finished_at=now, error="parent job terminated")
+            store.update_job(
+                cur, child, state=JobState.KILLED, finished_at=now, error="parent job terminated"
+            )
             store.add_events(cur, [(now, "job_killed", child, None, None, None, "parent job terminated")])
 
     def _kill_tasks(self, cur: Any, job_id: str, reason: StopReason, now: float) -> None:
@@ -665,14 +778,26 @@ class Controller:
         if not task_ids:
             return
         snaps = store.task_snapshots(cur, task_ids)
-        attempts = store.attempt_snapshots(cur, [s.current_attempt_uid for s in snaps.values() if s.current_attempt_uid])
+        attempts = store.attempt_snapshots(
+            cur, [s.current_attempt_uid for s in snaps.values() if s.current_attempt_uid]
+        )
         for snap in snaps.values():
             attempt = attempts.get(snap.current_attempt_uid or "")
             if attempt is not None and not attempt.released:
                 tr = stop_attempt(snap, attempt, reason, now)
                 store.write_attempt(cur, tr.attempt)
                 self._mark_dirty(cur, attempt.attempt_uid)
-            store.write_task(cur, TaskSnapshot(**{**_asdict(snap), "state": TaskState.KILLED, "finished_at": now, "error": snap.error or "killed"}))
+            store.write_task(
+                cur,
+                TaskSnapshot(
+                    **{
+                        **_asdict(snap),
+                        "state": TaskState.KILLED,
+                        "finished_at": now,
+                        "error": snap.error or "killed",
+                    }
+                ),
+            )
 
     def _housekeeping(self, now: float) -> bool:
         """Execution timeouts and scheduling deadlines."""
@@ -681,12 +806,18 @@ class Controller:
         self._last_timeout_scan = now
         changed = False
         with self.db.read() as cur:
-            timed_out = [r["task_id"] for r in store.running_with_timeouts(cur) if r["started_at"] and now - r["started_at"] > r["timeout_s"]]
+            timed_out = [
+                r["task_id"]
+                for r in store.running_with_timeouts(cur)
+                if r["started_at"] and now - r["started_at"] > r["timeout_s"]
+            ]
             expired = store.expired_pending(cur, now)
         if timed_out:
             with self.db.transaction() as cur:
                 snaps = store.task_snapshots(cur, timed_out)
-                attempts = store.attempt_snapshots(cur, [s.current_attempt_uid for s in snaps.values() if s.current_attempt_uid])
+                attempts = store.attempt_snapshots(
+                    cur, [s.current_attempt_uid for s in snaps.values() if s.current_attempt_uid]
+                )
                 for snap in snaps.values():
                     attempt = attempts.get(snap.current_attempt_uid or "")
                     if attempt is None:
@@ -695,7 +826,18 @@ class Controller:
                     store.write_attempt(cur, tr.attempt)
                     self._mark_dirty(cur, attempt.attempt_uid)
                     timeout = self._job_spec(_job_of(snap.task_id)).timeout_s
-                    store.write_task(cur, TaskSnapshot(**{**_asdict(snap), "state": TaskState.FAILED, "finished_at": now, "exit_code": None, "error": f"timed out after {timeout:g}s"}))
+                    store.write_task(
+                        cur,
+                        TaskSnapshot(
+                            **{
+                                **_asdict(snap),
+                                "state": TaskState.FAILED,
+                                "finished_at": now,
+                                "exit_code": None,
+                                "error": f"timed out after {timeout:g}s",
+                            }
+                        ),
+                    )
                 self._rollup(cur, {_job_of(t) for t in timed_out}, now)
             changed = True
         if expired:
@@ -801,4 +943,11 @@ def create_controller(
 ) -> Controller:
     """Build an in-process controller without starting any thread or server."""
     db = ControllerDB(Path(state_dir) / "controller.sqlite3" if state_dir is not None else ":memory:")
-    return Controller(descriptor, db, controller_url=controller_url, autoscaler=autoscaler, pod_backend=pod_backend, **options)
+    return Controller(
+        descriptor,
+        db,
+        controller_url=controller_url,
+        autoscaler=autoscaler,
+        pod_backend=pod_backend,
+        **options,
+    )

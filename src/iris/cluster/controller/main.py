@@ -51,7 +51,9 @@ def serve(
     url = f"http://{host}:{bound_port}"
     controller.controller_url = url
     app = create_app(controller, dashboard_dir=DASHBOARD_DIR)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, timeout_keep_alive=120, lifespan="off")
+    config = uvicorn.Config(
+        app, log_level="warning", access_log=False, timeout_keep_alive=120, lifespan="off"
+    )
     server = uvicorn.Server(config)
     controller.start()
 
@@ -86,11 +88,17 @@ def build_controller(
     state_dir.mkdir(parents=True, exist_ok=True)
     if backend in ("worker", BackendKind.WORKER.value):
         descriptor = BackendDescriptor(
-            backend_id="local-workers", kind=BackendKind.WORKER, display_name="Iris workers",
+            backend_id="local-workers",
+            kind=BackendKind.WORKER,
+            display_name="Iris workers",
             scale_groups=frozenset(getattr(autoscaler, "group_names", ()) or ()),
         )
         return create_controller(
-            descriptor, state_dir=state_dir, autoscaler=autoscaler, tick_interval_s=tick_interval_s, worker_grace_s=worker_grace_s
+            descriptor,
+            state_dir=state_dir,
+            autoscaler=autoscaler,
+            tick_interval_s=tick_interval_s,
+            worker_grace_s=worker_grace_s,
         )
     from iris.cluster.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 
@@ -100,15 +108,21 @@ def build_controller(
     if kubeconfig is None:
         settings["in_cluster"] = True
     config = KubernetesBackendConfig(**{k: v for k, v in settings.items() if v is not None})
-    descriptor = BackendDescriptor(backend_id="kubernetes", kind=BackendKind.KUBERNETES, display_name="Kubernetes (Kueue)")
+    descriptor = BackendDescriptor(
+        backend_id="kubernetes", kind=BackendKind.KUBERNETES, display_name="Kubernetes (Kueue)"
+    )
     pod_backend = KubernetesBackend(config, controller_url="", backend_id=descriptor.backend_id)
-    return create_controller(descriptor, state_dir=state_dir, pod_backend=pod_backend, tick_interval_s=tick_interval_s)
+    return create_controller(
+        descriptor, state_dir=state_dir, pod_backend=pod_backend, tick_interval_s=tick_interval_s
+    )
 
 
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m iris.cluster.controller", description="Run the Iris controller.")
+    parser = argparse.ArgumentParser(
+        prog="python -m iris.cluster.controller", description="Run the Iris controller."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=10000)
     parser.add_argument("--state-dir", type=Path, default=Path.home() / ".iris" / "controller")

@@ -61,16 +61,24 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.exception_handler(IrisError)
     async def _iris_error(_: Request, exc: IrisError) -> JSONResponse:
-        return JSONResponse(status_code=exc.status_code, content={"error": {"code": exc.code, "message": exc.message}})
+        return JSONResponse(
+            status_code=exc.status_code, content={"error": {"code": exc.code, "message": exc.message}}
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(status_code=400, content={"error": {"code": "invalid_argument", "message": _validation_message(exc)}})
+        return JSONResponse(
+            status_code=400,
+            content={"error": {"code": "invalid_argument", "message": _validation_message(exc)}},
+        )
 
     @app.exception_handler(Exception)
     async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
         log.exception("unexpected error")
-        return JSONResponse(status_code=500, content={"error": {"code": "internal", "message": f"internal error: {type(exc).__name__}"}})
+        return JSONResponse(
+            status_code=500,
+            content={"error": {"code": "internal", "message": f"internal error: {type(exc).__name__}"}},
+        )
 
     @app.get("/healthz")
     def healthz() -> dict[str, object]:
@@ -135,8 +143,16 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         states = [s.upper() for s in state for s in s.split(",") if s]
         with controller.db.read() as cur:
             rows, total = store.list_jobs(
-                cur, states=states, user=user, name_contains=name, parent=_job_id(parent) if parent else None,
-                roots_only=roots, limit=limit, offset=offset, sort=sort, descending=desc,
+                cur,
+                states=states,
+                user=user,
+                name_contains=name,
+                parent=_job_id(parent) if parent else None,
+                roots_only=roots,
+                limit=limit,
+                offset=offset,
+                sort=sort,
+                descending=desc,
             )
             counts = views.counts_for_jobs(cur, [r.job_id for r in rows])
         return JobList(jobs=[views.job_status(r, counts[r.job_id]) for r in rows], total=total, offset=offset)
@@ -178,7 +194,9 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             with controller.db.read() as cur:
                 row = store.get_task(cur, task_id)
             if row is not None and row["current_attempt_uid"] is None:
-                return LogsResponse(lines=[], next_offset=0, complete=TaskState(row["state"]) is not TaskState.PENDING)
+                return LogsResponse(
+                    lines=[], next_offset=0, complete=TaskState(row["state"]) is not TaskState.PENDING
+                )
             raise
         if target.address is not None:
             assert controller.worker_rpc is not None

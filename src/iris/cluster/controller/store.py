@@ -206,7 +206,11 @@ def list_jobs(
     if roots_only:
         where.append("parent_job_id IS NULL")
     clause = ("WHERE " + " AND ".join(where)) if where else ""
-    column = sort if sort in ("submitted_at", "job_id", "state", "user", "finished_at", "priority") else "submitted_at"
+    column = (
+        sort
+        if sort in ("submitted_at", "job_id", "state", "user", "finished_at", "priority")
+        else "submitted_at"
+    )
     order = "DESC" if descending else "ASC"
     total = cur.execute(f"SELECT count(*) FROM jobs {clause}", args).fetchone()[0]
     rows = cur.execute(
@@ -217,11 +221,25 @@ def list_jobs(
 
 
 def children_of(cur: sqlite3.Cursor, job_id: str) -> list[str]:
-    return [r[0] for r in cur.execute("SELECT job_id FROM jobs WHERE parent_job_id = ? ORDER BY submitted_at", (job_id,))]
+    return [
+        r[0]
+        for r in cur.execute(
+            "SELECT job_id FROM jobs WHERE parent_job_id = ? ORDER BY submitted_at", (job_id,)
+        )
+    ]
 
 
 def live_descendants(cur: sqlite3.Cursor, job_id: str) -> list[str]:
-    terminal = tuple(s.value for s in (JobState.SUCCEEDED, JobState.FAILED, JobState.KILLED, JobState.WORKER_FAILED, JobState.UNSCHEDULABLE))
+    terminal = tuple(
+        s.value
+        for s in (
+            JobState.SUCCEEDED,
+            JobState.FAILED,
+            JobState.KILLED,
+            JobState.WORKER_FAILED,
+            JobState.UNSCHEDULABLE,
+        )
+    )
     return [
         r[0]
         for r in cur.execute(
@@ -237,7 +255,10 @@ def update_job(cur: sqlite3.Cursor, job_id: str, **fields: object) -> None:
 
 
 def task_state_counts(cur: sqlite3.Cursor, job_id: str) -> dict[TaskState, int]:
-    return {TaskState(r[0]): r[1] for r in cur.execute("SELECT state, count(*) FROM tasks WHERE job_id = ? GROUP BY state", (job_id,))}
+    return {
+        TaskState(r[0]): r[1]
+        for r in cur.execute("SELECT state, count(*) FROM tasks WHERE job_id = ? GROUP BY state", (job_id,))
+    }
 
 
 def job_counts(cur: sqlite3.Cursor) -> dict[str, int]:
@@ -257,7 +278,9 @@ _TASK_COLUMNS = (
 
 
 def tasks_of_job(cur: sqlite3.Cursor, job_id: str) -> list[sqlite3.Row]:
-    return cur.execute(f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE job_id = ? ORDER BY task_index", (job_id,)).fetchall()
+    return cur.execute(
+        f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE job_id = ? ORDER BY task_index", (job_id,)
+    ).fetchall()
 
 
 def get_task(cur: sqlite3.Cursor, task_id: str) -> sqlite3.Row | None:
@@ -422,7 +445,13 @@ def write_attempt(cur: sqlite3.Cursor, attempt: AttemptSnapshot, *, message: str
 
 
 def insert_attempt(
-    cur: sqlite3.Cursor, *, attempt_uid: str, task_id: str, attempt_number: int, worker_id: str | None, now: float
+    cur: sqlite3.Cursor,
+    *,
+    attempt_uid: str,
+    task_id: str,
+    attempt_number: int,
+    worker_id: str | None,
+    now: float,
 ) -> None:
     cur.execute(
         "INSERT INTO attempts (attempt_uid, task_id, attempt_number, worker_id, state, created_at) VALUES (?,?,?,?,?,?)",
@@ -439,7 +468,8 @@ def next_attempt_numbers(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[s
     for chunk in _chunks(list(task_ids)):
         marks = ",".join("?" * len(chunk))
         for r in cur.execute(
-            f"SELECT task_id, max(attempt_number) FROM attempts WHERE task_id IN ({marks}) GROUP BY task_id", chunk
+            f"SELECT task_id, max(attempt_number) FROM attempts WHERE task_id IN ({marks}) GROUP BY task_id",
+            chunk,
         ):
             out[r[0]] = r[1] + 1
     return out
@@ -453,7 +483,8 @@ def active_tasks_of_job(cur: sqlite3.Cursor, job_id: str) -> list[str]:
     return [
         r[0]
         for r in cur.execute(
-            "SELECT task_id FROM tasks WHERE job_id = ? AND state IN ('PENDING','ASSIGNED','BUILDING','RUNNING')", (job_id,)
+            "SELECT task_id FROM tasks WHERE job_id = ? AND state IN ('PENDING','ASSIGNED','BUILDING','RUNNING')",
+            (job_id,),
         )
     ]
 
@@ -523,11 +554,17 @@ def list_workers(cur: sqlite3.Cursor) -> list[WorkerRow]:
 
 
 def worker_ids_at_address(cur: sqlite3.Cursor, address: str) -> list[str]:
-    return [r[0] for r in cur.execute("SELECT worker_id FROM workers WHERE address = ? AND active = 1", (address,))]
+    return [
+        r[0]
+        for r in cur.execute("SELECT worker_id FROM workers WHERE address = ? AND active = 1", (address,))
+    ]
 
 
 def touch_workers(cur: sqlite3.Cursor, contacts: Sequence[tuple[float, str | None, str]]) -> None:
-    cur.executemany("UPDATE workers SET last_contact_at = ?, health_json = COALESCE(?, health_json) WHERE worker_id = ?", contacts)
+    cur.executemany(
+        "UPDATE workers SET last_contact_at = ?, health_json = COALESCE(?, health_json) WHERE worker_id = ?",
+        contacts,
+    )
 
 
 def delete_worker(cur: sqlite3.Cursor, worker_id: str) -> None:
@@ -538,9 +575,13 @@ def delete_worker(cur: sqlite3.Cursor, worker_id: str) -> None:
 # ---------------------------------------------------------------- events
 
 
-def add_events(cur: sqlite3.Cursor, events: Sequence[tuple[float, str, str | None, str | None, str | None, str | None, str]]) -> None:
+def add_events(
+    cur: sqlite3.Cursor,
+    events: Sequence[tuple[float, str, str | None, str | None, str | None, str | None, str]],
+) -> None:
     cur.executemany(
-        "INSERT INTO events (ts, kind, job_id, task_id, attempt_uid, worker_id, message) VALUES (?,?,?,?,?,?,?)", events
+        "INSERT INTO events (ts, kind, job_id, task_id, attempt_uid, worker_id, message) VALUES (?,?,?,?,?,?,?)",
+        events,
     )
 
 

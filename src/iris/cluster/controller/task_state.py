@@ -72,7 +72,9 @@ STOP_OUTCOME: dict[StopReason, TaskState] = {
 }
 
 
-def retry_or_terminal(task: TaskSnapshot, outcome: TaskState, *, never_started: bool, now: float) -> TaskSnapshot:
+def retry_or_terminal(
+    task: TaskSnapshot, outcome: TaskState, *, never_started: bool, now: float
+) -> TaskSnapshot:
     """Charge the right budget for a lost or failed attempt and decide PENDING vs terminal."""
     if outcome is TaskState.FAILED:
         count = task.failure_count + 1
@@ -86,10 +88,14 @@ def retry_or_terminal(task: TaskSnapshot, outcome: TaskState, *, never_started: 
         if count <= task.max_retries_preemption:
             return replace(task, state=TaskState.PENDING, preemption_count=count)
         return replace(task, state=outcome, preemption_count=count, finished_at=now)
-    return replace(task, state=outcome, finished_at=now if outcome in TERMINAL_TASK_STATES else task.finished_at)
+    return replace(
+        task, state=outcome, finished_at=now if outcome in TERMINAL_TASK_STATES else task.finished_at
+    )
 
 
-def apply_observation(task: TaskSnapshot, attempt: AttemptSnapshot, obs: Observation, now: float) -> Transition:
+def apply_observation(
+    task: TaskSnapshot, attempt: AttemptSnapshot, obs: Observation, now: float
+) -> Transition:
     """Fold one worker (or pod) observation of ``attempt`` into the attempt and its task."""
     released = attempt.released or obs.runtime_released
     state = obs.state
@@ -135,7 +141,9 @@ def apply_observation(task: TaskSnapshot, attempt: AttemptSnapshot, obs: Observa
         task_started = task.started_at or (started_at if state is TaskState.RUNNING else None)
         return Transition(task=replace(task, state=state, started_at=task_started), attempt=new_attempt)
     if state is TaskState.SUCCEEDED:
-        done = replace(task, state=TaskState.SUCCEEDED, exit_code=obs.exit_code or 0, error=None, finished_at=now)
+        done = replace(
+            task, state=TaskState.SUCCEEDED, exit_code=obs.exit_code or 0, error=None, finished_at=now
+        )
         return Transition(task=done, attempt=new_attempt)
 
     outcome = state if state in (TaskState.FAILED, TaskState.PREEMPTED) else TaskState.WORKER_FAILED

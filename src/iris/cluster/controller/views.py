@@ -31,7 +31,9 @@ def job_status(row: store.JobRow, counts: dict[str, int] | None = None) -> JobSt
     )
 
 
-def task_statuses(cur: sqlite3.Cursor, rows: Sequence[sqlite3.Row], *, with_attempts: bool = True) -> list[TaskStatus]:
+def task_statuses(
+    cur: sqlite3.Cursor, rows: Sequence[sqlite3.Row], *, with_attempts: bool = True
+) -> list[TaskStatus]:
     attempts = store.attempts_of_tasks(cur, [r["task_id"] for r in rows]) if with_attempts else {}
     out = []
     for r in rows:
@@ -62,7 +64,9 @@ def task_statuses(cur: sqlite3.Cursor, rows: Sequence[sqlite3.Row], *, with_atte
                 worker_id=r["worker_id"],
                 exit_code=r["exit_code"],
                 error=r["error"],
-                pending_reason=r["pending_reason"] if state in (TaskState.PENDING, TaskState.ASSIGNED) else None,
+                pending_reason=r["pending_reason"]
+                if state in (TaskState.PENDING, TaskState.ASSIGNED)
+                else None,
                 failure_count=r["failure_count"],
                 preemption_count=r["preemption_count"],
                 started_at=r["started_at"],
@@ -94,6 +98,9 @@ def counts_for_jobs(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, di
     for i in range(0, len(job_ids), 500):
         chunk = list(job_ids[i : i + 500])
         marks = ",".join("?" * len(chunk))
-        for r in cur.execute(f"SELECT job_id, state, count(*) FROM tasks WHERE job_id IN ({marks}) GROUP BY job_id, state", chunk):
+        for r in cur.execute(
+            f"SELECT job_id, state, count(*) FROM tasks WHERE job_id IN ({marks}) GROUP BY job_id, state",
+            chunk,
+        ):
             out[r[0]][r[1]] = r[2]
     return out

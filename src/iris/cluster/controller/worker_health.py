@@ -28,7 +28,9 @@ class WorkerLiveness:
 
 
 class WorkerHealthTracker:
-    def __init__(self, *, grace_s: float = 10.0, min_failures: int = 3, build_failure_threshold: int = 10) -> None:
+    def __init__(
+        self, *, grace_s: float = 10.0, min_failures: int = 3, build_failure_threshold: int = 10
+    ) -> None:
         self.grace_s = grace_s
         self.min_failures = min_failures
         self.build_failure_threshold = build_failure_threshold

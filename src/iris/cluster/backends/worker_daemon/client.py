@@ -33,7 +33,9 @@ class WorkerRpcClient:
         if len(plans) == 1:
             ((worker_id, (address, request)),) = plans.items()
             return [self._reconcile_one(worker_id, address, request)]
-        futures = [self._pool.submit(self._reconcile_one, wid, addr, req) for wid, (addr, req) in plans.items()]
+        futures = [
+            self._pool.submit(self._reconcile_one, wid, addr, req) for wid, (addr, req) in plans.items()
+        ]
         return [f.result() for f in futures]
 
     def _reconcile_one(self, worker_id: str, address: str, request: ReconcileRequest) -> ReconcileOutcome:
@@ -54,10 +56,14 @@ class WorkerRpcClient:
         except ValueError as exc:
             return ReconcileOutcome(worker_id, None, f"bad reconcile response: {exc}")
         if parsed.worker_id != worker_id:
-            return ReconcileOutcome(worker_id, None, f"worker {parsed.worker_id} answered for {worker_id}", impostor=True)
+            return ReconcileOutcome(
+                worker_id, None, f"worker {parsed.worker_id} answered for {worker_id}", impostor=True
+            )
         return ReconcileOutcome(worker_id, parsed)
 
-    def read_logs(self, address: str, attempt_uid: str, *, offset: int = 0, limit: int = 1000) -> LogsResponse:
+    def read_logs(
+        self, address: str, attempt_uid: str, *, offset: int = 0, limit: int = 1000
+    ) -> LogsResponse:
         try:
             resp = self._http.get(
                 f"http://{address}/attempts/{attempt_uid}/logs", params={"offset": offset, "limit": limit}
