@@ -320,3 +320,25 @@ def test_follow_waits_for_a_pending_container(cluster: FakeCluster, backend: Kub
     cluster.set_status(name, {"phase": "Succeeded"})
     reader.join(timeout=10)
     assert not reader.is_alive() and got == ["hello"]
+
+
+def test_watch_wakes_the_controller_on_pod_changes(cluster: FakeCluster) -> None:
+    backend = make_backend(cluster)
+    other = make_backend(cluster, backend_id="someone-else")
+    calls: list[float] = []
+    try:
+        backend.watch_changes(lambda: calls.append(1.0))
+        other.reconcile([run(UID_B, run_spec(UID_B, task="/bob/x/0"))])  # not ours: no wake-up
+        backend.reconcile([run(UID_A, run_spec(UID_A))])
+        wait_for(lambda: len(calls) >= 1, what="a wake-up for the created pod")
+        seen = len(calls)
+        cluster.set_status(pod_name("/alice/train/0", UID_A), running_status(), node="node-1")
+        wait_for(lambda: len(calls) > seen, what="a wake-up for the status change")
+    finally:
+        backend.close()
+        other.close()
+    watcher = backend._watcher
+    assert watcher is not None
+    wait_for(lambda: not watcher.is_alive(), timeout=15, what="the watcher to stop after close()")
+    # only our pod's events: ADDED, binding MODIFIED, status MODIFIED
+    assert len(calls) <= 3

@@ -161,7 +161,7 @@ def test_rbac_is_namespaced_except_nodes() -> None:
         for g in rule["apiGroups"]
         for r in rule["resources"]
     }
-    assert verbs[("", "pods")] == {"create", "delete", "get", "list"}
+    assert verbs[("", "pods")] == {"create", "delete", "get", "list", "watch"}
     assert verbs[("", "pods/log")] == {"get"}
     assert ("", "pods/exec") in verbs and ("kueue.x-k8s.io", "workloads") in verbs
     cluster_rules = kinds["ClusterRole"][0]["rules"]

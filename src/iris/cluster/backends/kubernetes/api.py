@@ -6,7 +6,8 @@ connections, credentials, pagination and error shapes stays here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,9 +18,11 @@ from lightkube.config.kubeconfig import SingleConfig
 from lightkube.config.models import User
 from lightkube.core import resource as lightkube_resource
 from lightkube.generic_resource import Generic, create_api_info
-from lightkube.types import CascadeType
+from lightkube.types import CascadeType, OnErrorAction, OnErrorResult
 
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
+
+logger = logging.getLogger(__name__)
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Newest first: Kueue >= 0.15 stores v1beta2, older releases serve only v1beta1.
@@ -144,6 +147,27 @@ class KubeApi:
                 if err.status != 410:  # 410: the continue token expired mid-listing; start over
                     raise err from exc
         raise KubeApiError(410, "Expired", "pod listing kept expiring; the API server is overloaded")
+
+    def watch_pods(
+        self, labels: dict[str, str], *, should_stop: Callable[[], bool], server_timeout_s: int = 60
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(event type, pod) for every change to matching pods, reconnecting after errors
+        (resuming from the last resourceVersion, or from scratch after 410 Gone) until
+        ``should_stop()``."""
+
+        def on_error(exc: Exception, count: int) -> OnErrorResult:
+            if should_stop():
+                return OnErrorResult(OnErrorAction.STOP)
+            logger.info("pod watch interrupted (attempt %d), reconnecting: %s", count, exc)
+            return OnErrorResult(OnErrorAction.RETRY, sleep=min(5.0, 0.2 * count))
+
+        events = self._client.watch(
+            Pod, namespace=self.namespace, labels=labels, server_timeout=server_timeout_s, on_error=on_error
+        )
+        for kind, obj in events:
+            yield kind, dict(obj)
+            if should_stop():
+                return
 
     def create_pod(self, manifest: dict[str, Any]) -> dict[str, Any]:
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -53,6 +53,8 @@ logger = logging.getLogger(__name__)
 KUEUE_REFRESH_S = 2.0
 KUEUE_RETRY_AFTER_FAILURE_S = 60.0
 FOLLOW_POLL_S = 0.5
+# The API server ends each watch request after this long; the watcher then notices close().
+WATCH_SERVER_TIMEOUT_S = 5
 
 
 class KubernetesBackend:
@@ -71,6 +73,9 @@ class KubernetesBackend:
         self._kueue_workloads: list[dict[str, Any]] = []
         self._kueue_read_at = float("-inf")
         self._kueue_next_try = 0.0
+        self._closing = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._watch_api: KubeApi | None = None
 
     # ------------------------------------------------------------ reconcile
 
@@ -160,6 +165,35 @@ class KubernetesBackend:
                 self._kueue_workloads = []
                 self._kueue_next_try = now + KUEUE_RETRY_AFTER_FAILURE_S
             return self._kueue_workloads
+
+    def watch_changes(self, on_change: Callable[[], None]) -> None:
+        """Call ``on_change`` (from a background thread) whenever one of our pods changes, so
+        the controller can reconcile at once instead of at its next tick.
+
+        Purely a latency hint: reconcile re-lists every round and never relies on an event.
+        """
+        if self._watcher is not None:
+            raise RuntimeError("watch_changes was already started")
+        self._watch_api = KubeApi(self.config)
+        self._watcher = threading.Thread(
+            target=self._watch_loop, args=(self._watch_api, on_change), name="iris-k8s-watch", daemon=True
+        )
+        self._watcher.start()
+
+    def _watch_loop(self, api: KubeApi, on_change: Callable[[], None]) -> None:
+        while not self._closing.is_set():
+            try:
+                events = api.watch_pods(
+                    self._selector, should_stop=self._closing.is_set, server_timeout_s=WATCH_SERVER_TIMEOUT_S
+                )
+                for kind, _pod in events:
+                    if kind != "BOOKMARK":
+                        on_change()
+            except Exception as exc:  # the hint must outlive any API hiccup
+                if self._closing.is_set():
+                    return
+                logger.warning("pod watch failed, restarting: %s", exc)
+                self._closing.wait(1.0)
 
     # ------------------------------------------------------------ task RPCs
 
@@ -286,8 +320,12 @@ class KubernetesBackend:
         return overview
 
     def close(self) -> None:
+        self._closing.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
         self._api.close()
+        if self._watch_api is not None:
+            # A blocked watch read ends by itself within WATCH_SERVER_TIMEOUT_S (daemon thread).
+            self._watch_api.close()
 
     def _get(self, name: str) -> dict[str, Any] | None:
         try:

@@ -32,7 +32,7 @@ SYSTEM_PRIORITY = 100_000
 
 # The namespaced API calls the controller makes (see api.KubeApi), and nothing more.
 ROLE_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "get", "list"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
     # Websocket exec is a GET upgraded in place; newer API servers authorize it as create.
     {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
