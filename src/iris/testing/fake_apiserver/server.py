@@ -101,10 +101,15 @@ class FakeApiServer:
         self.store.add_admission_hook(hook)
 
     def subscribe(
-        self, resource: ResourceType, namespace: str | None = None, *, resource_version: str | None = None
+        self,
+        resource: ResourceType,
+        namespace: str | None = None,
+        *,
+        resource_version: str | None = None,
+        wakeup: threading.Event | None = None,
     ) -> Subscription:
-        """In-process change feed for simulators (no HTTP, no polling)."""
-        return self.store.subscribe(resource, namespace, resource_version=resource_version)
+        """In-process change feed for simulators (no HTTP, no polling); see ``ObjectStore.subscribe``."""
+        return self.store.subscribe(resource, namespace, resource_version=resource_version, wakeup=wakeup)
 
     def write_kubeconfig(self, path: Path, *, namespace: str = "default") -> Path:
         """A kubeconfig for this server (first configured token, CA data when serving TLS)."""

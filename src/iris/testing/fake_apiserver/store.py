@@ -118,13 +118,14 @@ class ObjectStore:
         *,
         resource_version: str | None = None,
         max_backlog: int | None = None,
+        wakeup: threading.Event | None = None,
     ) -> Subscription:
         """Start a change feed, the way a watch does.
 
         ``resource_version`` None/""/"0": first a synthetic ADDED per existing object, then live
         changes. A number: replay history after it (410 Gone if it is older than the history).
         """
-        subscription = Subscription(resource, namespace, max_backlog, self._unsubscribe)
+        subscription = Subscription(resource, namespace, max_backlog, self._unsubscribe, wakeup)
         with self.lock:
             if resource_version in (None, "", "0"):
                 existing = sorted(

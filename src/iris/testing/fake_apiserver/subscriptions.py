@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import queue
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,8 @@ class Subscription:
     """A queue of events for one resource type (optionally one namespace).
 
     Created by ``ObjectStore.subscribe``; the store pushes under its lock, the consumer pulls from
-    its own thread, so a slow consumer never blocks writers. With ``max_backlog`` set, a consumer
+    its own thread, so a slow consumer never blocks writers. ``wakeup`` (optional) is set on every
+    push, so one thread can wait on several subscriptions. With ``max_backlog`` set, a consumer
     that falls that far behind is closed (``overflowed``), as the real API server drops slow watchers.
     """
 
@@ -46,6 +48,7 @@ class Subscription:
         namespace: str | None,
         max_backlog: int | None,
         on_close: Callable[[Subscription], None],
+        wakeup: threading.Event | None = None,
     ) -> None:
         self.resource = resource
         self.namespace = namespace
@@ -54,6 +57,7 @@ class Subscription:
         self._closed = False
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._on_close = on_close
+        self._wakeup = wakeup
 
     @property
     def closed(self) -> bool:
@@ -74,6 +78,8 @@ class Subscription:
             self.close()
             return
         self._queue.put(event)
+        if self._wakeup is not None:
+            self._wakeup.set()
 
     def get(self, timeout: float | None = None) -> WatchEvent | None:
         """Next event, or None on timeout or once the subscription is closed."""

@@ -168,8 +168,19 @@ def validate_update(resource: ResourceType, old: dict[str, Any], new: dict[str, 
             causes.append(
                 "spec.schedulingGates: Forbidden: only deletion is allowed, but found new scheduling gate"
             )
-        frozen_old = {k: v for k, v in old_spec.items() if k not in _MUTABLE_POD_SPEC_FIELDS}
-        frozen_new = {k: v for k, v in new_spec.items() if k not in _MUTABLE_POD_SPEC_FIELDS}
+        mutable = _MUTABLE_POD_SPEC_FIELDS
+        if old_gates:  # while gated, scheduling directives may be added (how Kueue injects flavors)
+            mutable += ("nodeSelector", "affinity")
+            old_selector, new_selector = (
+                old_spec.get("nodeSelector") or {},
+                new_spec.get("nodeSelector") or {},
+            )
+            if any(new_selector.get(k) != v for k, v in old_selector.items()):
+                causes.append(
+                    "spec.nodeSelector: Invalid value: only additions to spec.nodeSelector are allowed"
+                )
+        frozen_old = {k: v for k, v in old_spec.items() if k not in mutable}
+        frozen_new = {k: v for k, v in new_spec.items() if k not in mutable}
         for field in ("containers", "initContainers"):
             frozen_old[field] = _without_images(frozen_old.get(field))
             frozen_new[field] = _without_images(frozen_new.get(field))

@@ -1,0 +1,11 @@
+"""Kueue's label, annotation, gate and finalizer names for plain pods and pod groups."""
+
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+POD_GROUP_NAME_LABEL = "kueue.x-k8s.io/pod-group-name"
+POD_GROUP_TOTAL_COUNT_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
+MANAGED_LABEL = "kueue.x-k8s.io/managed"
+MANAGED_FINALIZER = "kueue.x-k8s.io/managed"
+ADMISSION_GATE = "kueue.x-k8s.io/admission"
+WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
+PREEMPTION_REASON = "PreemptionByKueue"
