@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import cloudpickle
 import psutil
 import pytest
 from tests.runtime.helpers import make_spec, new_runtime, wait_done
@@ -187,24 +186,8 @@ def test_environment_carries_job_env_and_iris_contract(runtime: SubprocessRuntim
     assert env["PWD"] == str(runtime.attempts_dir / spec.attempt_uid / "work")
 
 
-def _callable_payload(fn, *args) -> Entrypoint:
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    try:
-        return Entrypoint.from_callable(fn, *args)
-    finally:
-        cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
-
-
-def greet(name: str) -> None:
-    print(f"hello from a callable, {name}")
-
-
-def explode() -> None:
-    raise RuntimeError("boom in the task")
-
-
 def test_callable_entrypoint_runs_and_prints(runtime: SubprocessRuntime) -> None:
-    spec = make_spec(entrypoint=_callable_payload(greet, "iris"))
+    spec = make_spec(entrypoint=Entrypoint.from_callable(print, "hello from a callable,", "iris"))
     runtime.start(spec)
     snap = wait_done(runtime, spec.attempt_uid)
     assert snap.state is TaskState.SUCCEEDED
@@ -213,12 +196,13 @@ def test_callable_entrypoint_runs_and_prints(runtime: SubprocessRuntime) -> None
 
 
 def test_callable_exception_fails_with_traceback(runtime: SubprocessRuntime) -> None:
-    spec = make_spec(entrypoint=_callable_payload(explode))
+    spec = make_spec(entrypoint=Entrypoint.from_callable(int, "boom in the task"))
     runtime.start(spec)
     snap = wait_done(runtime, spec.attempt_uid)
     assert snap.state is TaskState.FAILED and snap.exit_code == 1
     stderr = [line.line for line in runtime.read_logs(spec.attempt_uid).lines if line.stream == "stderr"]
-    assert "RuntimeError: boom in the task" in stderr and stderr[0].startswith("Traceback")
+    assert "ValueError: invalid literal for int() with base 10: 'boom in the task'" in stderr
+    assert stderr[0].startswith("Traceback")
 
 
 def test_starting_the_same_attempt_twice_runs_it_once(runtime: SubprocessRuntime) -> None:
@@ -297,7 +281,7 @@ def test_state_changes_are_reported_through_the_callback(tmp_path: Path) -> None
         spec = make_spec("true")
         rt.start(spec)
         wait_done(rt, spec.attempt_uid)
-        assert changes.count(spec.attempt_uid) >= 2  # started, then finished (and released)
+        wait_until(lambda: changes.count(spec.attempt_uid) >= 2)  # started, then finished (and released)
     finally:
         rt.shutdown()
 

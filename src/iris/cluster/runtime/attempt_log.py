@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+logger = logging.getLogger(__name__)
 
 Stream = Literal["stdout", "stderr", "system"]
 
@@ -28,6 +31,7 @@ class AttemptLogWriter:
         self._file = open(path, "ab")  # noqa: SIM115 - closed by close()
         self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
         self._lock = threading.Lock()
+        self._write_failed = False
 
     def feed(self, stream: Stream, data: bytes) -> None:
         ts = time.time()
@@ -68,8 +72,13 @@ class AttemptLogWriter:
     def _write(self, data: bytes) -> None:
         if self._file.closed:
             return
-        self._file.write(data)
-        self._file.flush()
+        try:
+            self._file.write(data)
+            self._file.flush()
+        except OSError as exc:  # e.g. disk full: the attempt goes on, the worker's health reports the disk
+            if not self._write_failed:
+                logger.warning("cannot write the log %s: %s", self.path, exc)
+            self._write_failed = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -56,6 +57,7 @@ logger = logging.getLogger(__name__)
 SAFE_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 CALLABLE_RUNNER_MODULE = "iris.cluster.worker.callable_runner"
 _READ_CHUNK = 65536
+STARTER_THREADS = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +94,6 @@ class _Attempt:
         self.pgid = 0
         self.ports: dict[str, int] = {}
         self.open_fds: dict[int, Literal["stdout", "stderr"]] = {}
-        self.pipe_inodes: set[int] = set()
         self.returncode: int | None = None
         self.kill_reason: KillReason | None = None
         self.kill_message: str | None = None
@@ -159,6 +160,7 @@ class SubprocessRuntime:
         self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
         self._adopt_previous_logs()
         self._io = IoLoop(name=f"iris-io-{worker_id}")
+        self._starters = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-start")
         self._stop_monitor = threading.Event()
         self._monitor = threading.Thread(
             target=self._monitor_loop, name=f"iris-monitor-{worker_id}", daemon=True
@@ -187,6 +189,15 @@ class SubprocessRuntime:
             self._fail_start(attempt, exc)
         self._notify(uid)
         return attempt.snapshot()
+
+    def start_many(self, specs: Sequence[RunSpec]) -> None:
+        """Start several attempts at once. Process creation mostly waits on the kernel (and drops the
+        GIL), so a few starter threads bring a batch up several times faster than one by one."""
+        if len(specs) <= 1:
+            for spec in specs:
+                self.start(spec)
+            return
+        list(self._starters.map(self.start, specs))
 
     def record_failure(self, attempt_uid: str, error: str) -> AttemptSnapshot:
         """Remember an attempt that could not even be prepared, as FAILED and released."""
@@ -277,6 +288,7 @@ class SubprocessRuntime:
             self.wait_for(all_released, 2.0)
         self._stop_monitor.set()
         self._monitor.join(timeout=5)
+        self._starters.shutdown(wait=True)
         self._io.stop()
 
     # ------------------------------------------------------------------ starting
@@ -284,10 +296,13 @@ class SubprocessRuntime:
     def _launch(self, attempt: _Attempt, taken_ports: set[int]) -> None:
         spec = attempt.spec
         assert spec is not None and attempt.dir is not None
-        if attempt.dir.exists():  # a re-dispatch of the same attempt after a worker restart
+        try:
+            os.mkdir(attempt.dir)
+        except FileExistsError:  # a re-dispatch of the same attempt after a worker restart
             shutil.rmtree(attempt.dir, ignore_errors=True)
+            os.mkdir(attempt.dir)
         work_dir = attempt.dir / "work"
-        work_dir.mkdir(parents=True)
+        os.mkdir(work_dir)
         attempt.log = AttemptLogWriter(attempt.dir / "log.jsonl")
         argv = self._argv(spec, attempt.dir)
         ports = allocate_ports(spec.ports, taken_ports)
@@ -323,19 +338,19 @@ class SubprocessRuntime:
             info = read_proc(popen.pid)
             record = PidRecord(attempt.uid, popen.pid, info.start_ticks if info else 0, self._boot_id)
             write_pid_record(self.pids_dir, record)
+            attempt.log.system(f"started process {popen.pid}: {_describe(spec)}")
         except BaseException:
             signal_group(popen.pid, signal.SIGKILL)
             popen.wait()
             os.close(out_r)
             os.close(err_r)
+            remove_pid_record(self.pids_dir, attempt.uid)
             raise
-        attempt.log.system(f"started process {popen.pid}: {_describe(spec)}")
         with self._lock:
             attempt.popen = popen
             attempt.pgid = popen.pid
             attempt.ports = ports
             attempt.open_fds = {out_r: "stdout", err_r: "stderr"}
-            attempt.pipe_inodes = {os.fstat(out_r).st_ino, os.fstat(err_r).st_ino}
             attempt.state = TaskState.RUNNING
             attempt.started_at = time.time()
             attempt.memory_limit = spec.resources.memory_bytes
@@ -437,6 +452,8 @@ class SubprocessRuntime:
             if released:
                 self._release_locked(attempt)
             self._changed.notify_all()
+        if released:
+            remove_pid_record(self.pids_dir, attempt.uid)
         self._notify(attempt.uid)
 
     def _tree_gone(self, attempt: _Attempt) -> bool:
@@ -448,8 +465,8 @@ class SubprocessRuntime:
         )
 
     def _release_locked(self, attempt: _Attempt) -> None:
+        """Mark released (the caller removes the pid record once the lock is dropped)."""
         attempt.released = True
-        remove_pid_record(self.pids_dir, attempt.uid)
         self._retained.append(attempt.uid)
 
     # ------------------------------------------------------------------ killing
@@ -537,6 +554,7 @@ class SubprocessRuntime:
                 with self._lock:
                     self._release_locked(attempt)
                     self._changed.notify_all()
+                remove_pid_record(self.pids_dir, attempt.uid)
                 self._notify(attempt.uid)
         self._prune()
 
@@ -544,7 +562,13 @@ class SubprocessRuntime:
         """The main process exited but something still holds its output pipes open."""
         if not attempt.holders_killed:
             attempt.holders_killed = True
-            for pid in pipe_holders(attempt.pipe_inodes):
+            inodes = set()
+            for fd in list(attempt.open_fds):
+                try:
+                    inodes.add(os.fstat(fd).st_ino)
+                except OSError:
+                    continue
+            for pid in pipe_holders(inodes):
                 info = read_proc(pid)
                 if info is not None:
                     attempt.outsiders[pid] = info.start_ticks

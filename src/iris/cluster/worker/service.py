@@ -61,8 +61,7 @@ class WorkerService:
                 self._runtime.kill(uid, KillReason.ZOMBIE)
             for uid, error in plan.reject:
                 self._runtime.record_failure(uid, error)
-            for spec in plan.start:
-                self._runtime.start(spec)
+            self._runtime.start_many(plan.start)
             self._runtime.pin(plan.desired)
             # Every change so far (including the starts above) is in this answer: no nudge needed for it.
             covered = self._link.reconcile_began() if self._link else 0
