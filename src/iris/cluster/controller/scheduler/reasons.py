@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from iris.rpc.models import Constraint
 
@@ -26,17 +27,15 @@ def _has(count: int) -> str:
 # ---------------------------------------------------------------- one dimension at a time
 
 
+@dataclass(frozen=True, slots=True)
 class _Dimension:
     """A resource dimension: how a need reads, how an amount reads, where its numbers live."""
 
-    def __init__(
-        self, noun: str, need: int, amount: Callable[[int], str], capacity: list[int], free: list[int]
-    ) -> None:
-        self.noun = noun
-        self.need = need
-        self.amount = amount
-        self.capacity = capacity
-        self.free = free
+    noun: str
+    need: int
+    amount: Callable[[int], str]
+    capacity: list[int]
+    free: list[int]
 
     def describe_need(self) -> str:
         return self.amount(self.need) if self.noun in ("cpu", "") else f"{self.amount(self.need)} {self.noun}"
