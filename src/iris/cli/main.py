@@ -323,6 +323,7 @@ def _check_quantities(cpu: str | None, memory: str | None, disk: str | None = No
     default="interactive",
     show_default=True,
 )
+@click.option("--dry-run", is_flag=True, help="Say whether and where the job would place now; submit nothing.")
 @click.option("--no-wait", is_flag=True, help="Submit, print the job id and return.")
 @click.option("--json", "as_json", is_flag=True, help="With --no-wait: print the job id as JSON.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -342,6 +343,7 @@ def job_run(
     timeout: float | None,
     scheduling_timeout: float | None,
     priority: str,
+    dry_run: bool,
     no_wait: bool,
     as_json: bool,
     command: Sequence[str],
@@ -373,6 +375,18 @@ def job_run(
         priority=priority,
     )
     entrypoint = Entrypoint.from_command(*command)
+    if dry_run:
+        if local:
+            raise click.UsageError("--dry-run asks a running cluster; it cannot be combined with --local")
+        with obj.client() as client:
+            result = client.dry_run(entrypoint, **submit_kwargs)
+        if as_json:
+            print_json(result)
+        else:
+            console.print(result.summary)
+            for p in result.placements:
+                console.print(f"  task {p['task_id'].rsplit('/', 1)[-1]} -> {p['worker_id']}")
+        sys.exit(0 if result.would_place else 1)
     if local:
         from iris.client import IrisClient
 

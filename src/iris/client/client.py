@@ -13,11 +13,14 @@ from typing import Any
 from iris.client.job import Job
 from iris.client.local_cluster import LocalCluster
 from iris.rpc.enums import PriorityBand
+from iris.rpc.errors import NotFound
 from iris.rpc.http import HttpClient
 from iris.rpc.models import (
     ClusterStatus,
     Constraint,
     CoschedulingConfig,
+    DryRunResult,
+    EndpointList,
     Entrypoint,
     EnvironmentSpec,
     JobList,
@@ -115,6 +118,36 @@ class IrisClient:
         parent_job_id: str | None = None,
         existing_job_policy: str = "replace_finished",
     ) -> Job:
+        """Submit a job; returns a handle to wait on, read logs from, or kill."""
+        return self.submit_spec(self.build_spec(**{k: v for k, v in locals().items() if k != "self"}))
+
+    def dry_run(self, entrypoint: Entrypoint | None = None, **options: Any) -> DryRunResult:
+        """Would this job place now, and on which workers (or why not)? Nothing is submitted."""
+        spec = self.build_spec(entrypoint, **options)
+        return self.http.post("/api/v1/dry-run", DryRunResult, spec)
+
+    def build_spec(
+        self,
+        entrypoint: Entrypoint | None = None,
+        *,
+        name: str | None = None,
+        resources: ResourceSpec | None = None,
+        replicas: int = 1,
+        env: Mapping[str, str] | None = None,
+        environment: EnvironmentSpec | None = None,
+        constraints: Sequence[Constraint] = (),
+        coscheduling: CoschedulingConfig | None = None,
+        max_retries_failure: int = 0,
+        max_retries_preemption: int = 100,
+        max_task_failures: int = 0,
+        timeout: float | None = None,
+        scheduling_timeout: float | None = None,
+        priority: PriorityBand | str = PriorityBand.INTERACTIVE,
+        ports: Sequence[str] = (),
+        user: str | None = None,
+        parent_job_id: str | None = None,
+        existing_job_policy: str = "replace_finished",
+    ) -> JobSpec:
         if entrypoint is None:
             from iris.rpc.errors import InvalidArgument
 
@@ -141,7 +174,7 @@ class IrisClient:
             parent_job_id=parent_job_id or self.parent_job_id,
             existing_job_policy=existing_job_policy,  # type: ignore[arg-type]
         )
-        return self.submit_spec(spec)
+        return spec
 
     def submit_spec(self, spec: JobSpec) -> Job:
         resp = self.http.post("/api/v1/jobs", SubmitResponse, spec)
@@ -159,6 +192,23 @@ class IrisClient:
         if user:
             params["user"] = user
         return self.http.get("/api/v1/jobs", JobList, **params)
+
+    def endpoints(self, *, job: str | None = None, name: str | None = None) -> EndpointList:
+        """Endpoints visible to ``job`` (default: this client's parent job, if any)."""
+        job = job or self.parent_job_id
+        params = {"job": job.lstrip("/") if job else None, "name": name}
+        return self.http.get("/api/v1/endpoints", EndpointList, **params)
+
+    def resolve_endpoint(self, name: str, *, job: str | None = None, timeout: float = 0.0) -> str:
+        """The address registered under ``name`` in ``job``'s namespace; waits up to ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self.endpoints(job=job, name=name).endpoints
+            if found:
+                return found[0].address
+            if time.monotonic() >= deadline:
+                raise NotFound(f"no endpoint named {name!r} is registered")
+            time.sleep(0.05)
 
     def workers(self) -> WorkerList:
         return self.http.get("/api/v1/workers", WorkerList)

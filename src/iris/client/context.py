@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from functools import cached_property
+from urllib.parse import urlparse
 
 from iris.client.client import IrisClient
 from iris.rpc.errors import FailedPrecondition
+from iris.rpc.models import EndpointInfo, EndpointRegistration
 
 
 @dataclass(frozen=True)
@@ -25,11 +28,36 @@ class IrisContext:
         """Submissions through this client become children of the running job."""
         return IrisClient(self.controller_url, token=os.environ.get("IRIS_TOKEN"), parent_job_id=self.job_id)
 
+    def register_endpoint(self, name: str, port: int | str, *, metadata: dict[str, str] | None = None) -> EndpointInfo:
+        """Publish ``host:port`` (or a full address) under ``name`` for the rest of the job tree."""
+        address = str(port) if isinstance(port, str) and ":" in port else f"{advertise_host(self.controller_url)}:{int(port)}"
+        reg = EndpointRegistration(name=name, address=address, job_id=self.job_id, task_id=self.task_id or None, metadata=metadata or {})
+        return self.client.http.post("/api/v1/endpoints", EndpointInfo, reg)
+
+    def resolve_endpoint(self, name: str, *, timeout: float = 0.0) -> str:
+        return self.client.resolve_endpoint(name, job=self.job_id, timeout=timeout)
+
     def port(self, name: str) -> int:
         value = os.environ.get(f"IRIS_PORT_{name.upper()}")
         if value is None:
             raise FailedPrecondition(f"this task asked for no port named {name!r}")
         return int(value)
+
+
+def advertise_host(controller_url: str) -> str:
+    """The address other tasks can reach this machine at: loopback for a local cluster."""
+    override = os.environ.get("IRIS_ADVERTISE_HOST")
+    if override:
+        return override
+    host = urlparse(controller_url).hostname or ""
+    if host in ("127.0.0.1", "localhost", "::1"):
+        return "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 1))  # no packet is sent: this only picks the outgoing interface
+            return str(s.getsockname()[0])
+    except OSError:
+        return socket.gethostname()
 
 
 def iris_ctx() -> IrisContext:

@@ -404,6 +404,39 @@ class NudgeRequest(WireModel):
     worker_id: str
 
 
+class EndpointRegistration(WireModel):
+    """A running task announces a named service address, visible to its job tree's namespace."""
+
+    name: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+    address: str = Field(min_length=3, max_length=255)
+    job_id: str
+    task_id: str | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class EndpointInfo(WireModel):
+    name: str
+    namespace: str
+    address: str
+    job_id: str
+    task_id: str | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    registered_at: float
+
+
+class EndpointList(WireModel):
+    endpoints: list[EndpointInfo]
+
+
+class DryRunResult(WireModel):
+    job_id: str
+    would_place: bool
+    summary: str
+    placements: list[dict[str, str]] = Field(default_factory=list)
+    pending: dict[str, dict[str, str]] = Field(default_factory=dict)
+    preemptions: list[dict[str, str]] = Field(default_factory=list)
+
+
 # ---------------------------------------------------------------- cluster
 
 

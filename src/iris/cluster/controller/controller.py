@@ -12,7 +12,7 @@ import logging
 import secrets
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +27,7 @@ from iris.cluster.controller.scheduler import (
     RunningTask,
     TaskRequest,
     WorkerView,
+    explain,
     schedule,
 )
 from iris.cluster.controller.task_state import (
@@ -46,19 +47,48 @@ from iris.rpc.enums import (
     JobState,
     StopReason,
     TaskState,
+    WorkerStatus,
 )
 from iris.rpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
 from iris.rpc.models import (
     AttemptObservation,
     DesiredAttempt,
+    EndpointInfo,
+    EndpointRegistration,
     JobSpec,
     ReconcileRequest,
     RegisterRequest,
     RegisterResponse,
+    ResourceSpec,
     RunSpec,
 )
 
 log = logging.getLogger("iris.controller")
+
+
+class TimeSeries:
+    """A ring of periodic task-count samples for the dashboard's charts (pending, running, throughput)."""
+
+    def __init__(self, interval_s: float = 2.0, capacity: int = 900) -> None:
+        self.interval_s = interval_s
+        self.points: deque[dict[str, float]] = deque(maxlen=capacity)
+        self._next = 0.0
+
+    def due(self, now: float) -> bool:
+        return now >= self._next
+
+    def sample(self, now: float, counts: dict[str, int]) -> None:
+        self._next = now + self.interval_s
+        self.points.append(
+            {
+                "ts": now,
+                "pending": counts.get("PENDING", 0),
+                "running": sum(counts.get(s, 0) for s in ("ASSIGNED", "BUILDING", "RUNNING")),
+                "succeeded": counts.get("SUCCEEDED", 0),
+                "failed": sum(counts.get(s, 0) for s in ("FAILED", "WORKER_FAILED", "UNSCHEDULABLE", "COSCHED_FAILED")),
+                "killed": sum(counts.get(s, 0) for s in ("KILLED", "PREEMPTED")),
+            }
+        )
 
 
 class PodBackend(Protocol):
@@ -110,6 +140,8 @@ class Controller:
         self._last_full_round = 0.0
         self._last_timeout_scan = 0.0
         self.last_unplaced: list[TaskRequest] = []
+        self.last_pending: dict[str, Any] = {}
+        self.timeseries = TimeSeries()
         self.round_stats: dict[str, float] = {
             "rounds": 0,
             "last_round_ms": 0.0,
@@ -180,6 +212,9 @@ class Controller:
         if full:
             self._last_full_round = now
         changed = self._housekeeping(now)
+        if self.timeseries.due(now):
+            with self.db.read() as cur:
+                self.timeseries.sample(now, store.task_counts(cur))
         descriptor = self._descriptor
         if descriptor.kind is BackendKind.WORKER:
             t1 = time.perf_counter()
@@ -304,6 +339,28 @@ class Controller:
         self.wake()
         return RegisterResponse(worker_id=worker_id, reconcile_interval_s=self.tick_interval_s)
 
+    def register_endpoint(self, reg: EndpointRegistration) -> EndpointInfo:
+        """A live job's task publishes ``name`` in its job tree's namespace (replacing an older one)."""
+        now = self.clock()
+        try:
+            namespace = JobName.parse(reg.job_id).namespace
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
+        with self.db.transaction() as cur:
+            job = store.get_job(cur, reg.job_id)
+            if job is None:
+                raise NotFound(f"job {reg.job_id} does not exist")
+            if job.state in TERMINAL_JOB_STATES:
+                raise FailedPrecondition(f"job {reg.job_id} has finished; its endpoints are gone")
+            store.upsert_endpoint(
+                cur, namespace=namespace, name=reg.name, address=reg.address, job_id=reg.job_id,
+                task_id=reg.task_id, metadata=reg.metadata, now=now,
+            )
+        return EndpointInfo(
+            name=reg.name, namespace=namespace, address=reg.address, job_id=reg.job_id,
+            task_id=reg.task_id, metadata=reg.metadata, registered_at=now,
+        )
+
     def nudge(self, worker_id: str) -> bool:
         """A worker says one of its attempts changed: reconcile it now. False if unknown."""
         if not self.health.known(worker_id):
@@ -335,13 +392,85 @@ class Controller:
 
     def _schedule(self, now: float) -> set[str]:
         """Place pending tasks on workers; returns workers that got new work or stops."""
+        snap = self._scheduling_snapshot()
+        if snap is None:
+            self.last_unplaced = []
+            return set()
+        pending, views, running, requests, waiting_gang = snap
+        result = schedule(requests, views, running)
+        self.last_pending = dict(result.pending)
+        placed = {t for t, _ in result.assignments}
+        self.last_unplaced = [r for r in requests if r.task_id not in placed]
+        old_reasons = {p["task_id"]: p["pending_reason"] for p in pending}
+        touched: set[str] = set()
+        jobs: set[str] = set()
+        with self.db.transaction() as cur:
+            numbers = store.next_attempt_numbers(cur, [t for t, _ in result.assignments])
+            for task_id, worker_id in result.assignments:
+                uid = secrets.token_hex(8)
+                store.insert_attempt(
+                    cur,
+                    attempt_uid=uid,
+                    task_id=task_id,
+                    attempt_number=numbers[task_id],
+                    worker_id=worker_id,
+                    now=now,
+                )
+                touched.add(worker_id)
+                jobs.add(_job_of(task_id))
+            for pre in result.preemptions:
+                self._preempt(cur, pre.victim_task_id, pre.preemptor_task_id, now)
+                touched.add(pre.worker_id)
+            reasons = [(r.message, t) for t, r in result.pending.items() if old_reasons.get(t) != r.message]
+            reasons += [
+                ("waiting for the other members of its gang to stop", t)
+                for t in waiting_gang
+                if old_reasons.get(t) != "waiting for the other members of its gang to stop"
+            ]
+            if reasons:
+                store.set_pending_reasons(cur, reasons)
+            self._rollup(cur, jobs, now)
+        return touched
+
+    def _scheduling_snapshot(
+        self,
+    ) -> tuple[list[Any], list[WorkerView], list[RunningTask], list[TaskRequest], list[str]] | None:
+        """Pending tasks, workers with their free capacity, and running work, as kernel inputs."""
         with self.db.read() as cur:
             pending = store.pending_tasks(cur)
             if not pending:
-                self.last_unplaced = []
-                return set()
+                return None
             workers = store.list_workers(cur)
             usage = store.worker_usage(cur)
+        views, running = self._fleet(workers, usage)
+        requests: list[TaskRequest] = []
+        by_job: dict[str, int] = {}
+        for p in pending:
+            by_job[p["job_id"]] = by_job.get(p["job_id"], 0) + 1
+        waiting_gang: list[str] = []
+        for p in pending:
+            if p["group_by"] and by_job[p["job_id"]] < p["replicas"]:
+                waiting_gang.append(p["task_id"])  # members still stopping: the gang moves as one
+                continue
+            spec = self._job_spec(p["job_id"], p["spec_json"])
+            requests.append(
+                TaskRequest(
+                    task_id=p["task_id"],
+                    job_id=p["job_id"],
+                    user=p["user"],
+                    resources=_resources(p),
+                    constraints=tuple(spec.constraints),
+                    band=p["priority"],
+                    depth=p["depth"],
+                    root_submitted_at=p["root_submitted_at"],
+                    submitted_at=p["submitted_at"],
+                    group_by=p["group_by"],
+                    gang_size=p["replicas"] if p["group_by"] else 1,
+                )
+            )
+        return pending, views, running, requests, waiting_gang
+
+    def _fleet(self, workers: Sequence[store.WorkerRow], usage: Sequence[Any]) -> tuple[list[WorkerView], list[RunningTask]]:
         used: dict[str, list[int]] = {}
         running: list[RunningTask] = []
         for u in usage:
@@ -379,67 +508,49 @@ class Controller:
                         device_count=u[3],
                     ),
                     attributes=w.attributes,
-                    schedulable=self.health.status(w.worker_id).value == "HEALTHY",
+                    schedulable=self.health.status(w.worker_id) is WorkerStatus.HEALTHY,
                 )
             )
-        requests: list[TaskRequest] = []
-        by_job: dict[str, int] = {}
-        for p in pending:
-            by_job[p["job_id"]] = by_job.get(p["job_id"], 0) + 1
-        waiting_gang: list[str] = []
-        for p in pending:
-            if p["group_by"] and by_job[p["job_id"]] < p["replicas"]:
-                waiting_gang.append(p["task_id"])  # members still stopping: the gang moves as one
-                continue
-            spec = self._job_spec(p["job_id"], p["spec_json"])
-            requests.append(
-                TaskRequest(
-                    task_id=p["task_id"],
-                    job_id=p["job_id"],
-                    user=p["user"],
-                    resources=_resources(p),
-                    constraints=tuple(spec.constraints),
-                    band=p["priority"],
-                    depth=p["depth"],
-                    root_submitted_at=p["root_submitted_at"],
-                    submitted_at=p["submitted_at"],
-                    group_by=p["group_by"],
-                    gang_size=p["replicas"] if p["group_by"] else 1,
-                )
+        return views, running
+
+    def dry_run(self, spec: JobSpec, *, user: str | None = None) -> dict[str, Any]:
+        """Would this job place now, and where? Runs the real kernel on a snapshot; writes nothing."""
+        if self._descriptor.kind is not BackendKind.WORKER:
+            raise FailedPrecondition("dry runs need the Iris scheduler; on kubernetes, Kueue decides placement")
+        name = JobName.root(user or spec.user or "anonymous", spec.name)
+        with self.db.read() as cur:
+            workers = store.list_workers(cur)
+            usage = store.worker_usage(cur)
+        views, running = self._fleet(workers, usage)
+        snap = self._scheduling_snapshot()
+        queued = snap[3] if snap else []
+        now = self.clock()
+        res = ResourceSpec.model_validate(spec.resources.model_dump())
+        tasks = [
+            TaskRequest(
+                task_id=str(name.task(i)),
+                job_id=str(name),
+                user=name.user,
+                resources=Resources.from_spec(res),
+                constraints=tuple(spec.constraints),
+                band=spec.priority,
+                depth=name.depth,
+                root_submitted_at=now,
+                submitted_at=now,
+                group_by=spec.coscheduling.group_by if spec.coscheduling else None,
+                gang_size=spec.replicas if spec.coscheduling else 1,
             )
-        result = schedule(requests, views, running)
-        placed = {t for t, _ in result.assignments}
-        self.last_unplaced = [r for r in requests if r.task_id not in placed]
-        old_reasons = {p["task_id"]: p["pending_reason"] for p in pending}
-        touched: set[str] = set()
-        jobs: set[str] = set()
-        with self.db.transaction() as cur:
-            numbers = store.next_attempt_numbers(cur, [t for t, _ in result.assignments])
-            for task_id, worker_id in result.assignments:
-                uid = secrets.token_hex(8)
-                store.insert_attempt(
-                    cur,
-                    attempt_uid=uid,
-                    task_id=task_id,
-                    attempt_number=numbers[task_id],
-                    worker_id=worker_id,
-                    now=now,
-                )
-                touched.add(worker_id)
-                jobs.add(_job_of(task_id))
-            for pre in result.preemptions:
-                self._preempt(cur, pre.victim_task_id, pre.preemptor_task_id, now)
-                touched.add(pre.worker_id)
-            reasons = [(r.message, t) for t, r in result.pending.items() if old_reasons.get(t) != r.message]
-            reasons += [
-                ("waiting for the other members of its gang to stop", t)
-                for t in waiting_gang
-                if old_reasons.get(t) != "waiting for the other members of its gang to stop"
-            ]
-            if reasons:
-                store.set_pending_reasons(cur, reasons)
-            self._rollup(cur, jobs, now)
-        return touched
+            for i in range(spec.replicas)
+        ]
+        result = explain(tasks, views, running, queued=queued)
+        return {
+            "job_id": str(name),
+            "would_place": result.would_place,
+            "summary": result.summary(),
+            "placements": [{"task_id": t, "worker_id": w} for t, w in result.placements],
+            "pending": {t: {"code": str(r.code), "message": r.message} for t, r in result.pending.items()},
+            "preemptions": [{"victim_task_id": p.victim_task_id, "worker_id": p.worker_id} for p in result.preemptions],
+        }
 
     def _preempt(self, cur: Any, victim_task_id: str, preemptor: str, now: float) -> None:
         task = store.task_snapshots(cur, [victim_task_id])[victim_task_id]
@@ -761,6 +872,7 @@ class Controller:
     ) -> None:
         """Make a job terminal, kill its live tasks and every live descendant job."""
         self._kill_tasks(cur, job_id, reason, now)
+        store.delete_endpoints_of_job(cur, job_id)
         store.update_job(cur, job_id, state=state, finished_at=now, error=error, exit_code=exit_code)
         store.add_events(
             cur, [(now, f"job_{state.value.lower()}", job_id, None, None, None, error or state.value)]

@@ -113,6 +113,20 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX events_job ON events(job_id, id);
     """,
+    # 2: named endpoints registered by running tasks, isolated per root-job namespace
+    """
+    CREATE TABLE endpoints (
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        address TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        task_id TEXT,
+        metadata_json TEXT NOT NULL DEFAULT '{}',
+        registered_at REAL NOT NULL,
+        PRIMARY KEY (namespace, name)
+    );
+    CREATE INDEX endpoints_job ON endpoints(job_id);
+    """,
 ]
 
 

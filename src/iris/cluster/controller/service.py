@@ -6,6 +6,7 @@ and custom methods follow a colon: ``POST /api/v1/jobs/alice/train:stop``.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -17,11 +18,16 @@ from iris import __version__
 from iris.cluster.controller import store, views
 from iris.cluster.controller.backend import BackendKind, dashboard_backend_descriptor
 from iris.cluster.controller.controller import Controller
+from iris.cluster.types import JobName
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError, NotFound, NotImplementedForBackend
 from iris.rpc.models import (
     ClusterStatus,
     DashboardInfo,
+    DryRunResult,
+    EndpointInfo,
+    EndpointList,
+    EndpointRegistration,
     JobDetail,
     JobList,
     JobSpec,
@@ -123,6 +129,82 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             "db_bytes": controller.db.size_bytes(),
             "loop": dict(controller.round_stats),
         }
+
+    @app.get("/api/v1/timeseries")
+    def timeseries() -> dict[str, object]:
+        """Samples of task counts every few seconds: pending, running and cumulative outcomes."""
+        return {"interval_s": controller.timeseries.interval_s, "points": list(controller.timeseries.points)}
+
+    @app.get("/api/v1/scheduler")
+    def scheduler_queue(limit: int = Query(default=200, ge=1, le=5000)) -> dict[str, object]:
+        """The pending queue by priority band, each task with its reason and queue position."""
+        with controller.db.read() as cur:
+            rows = cur.execute(
+                "SELECT t.task_id, t.job_id, t.pending_reason, j.user, j.priority, j.submitted_at FROM tasks t"
+                " JOIN jobs j ON j.job_id = t.job_id WHERE t.state IN ('PENDING', 'ASSIGNED') AND t.pending_reason IS NOT NULL"
+                " ORDER BY j.submitted_at LIMIT ?",
+                (limit,),
+            ).fetchall()
+        bands: dict[str, list[dict[str, object]]] = {"PRODUCTION": [], "INTERACTIVE": [], "BATCH": []}
+        for r in rows:
+            reason = controller.last_pending.get(r["task_id"])
+            bands.setdefault(r["priority"], []).append(
+                {
+                    "task_id": r["task_id"],
+                    "job_id": r["job_id"],
+                    "user": r["user"],
+                    "submitted_at": r["submitted_at"],
+                    "reason": r["pending_reason"],
+                    "code": getattr(reason, "code", None) and str(reason.code),
+                    "position": getattr(reason, "position", None),
+                }
+            )
+        for entries in bands.values():
+            entries.sort(key=lambda e: (e["position"] is None, e["position"] or 0, e["submitted_at"]))
+        return {"bands": bands}
+
+    @app.get("/api/v1/autoscaler")
+    def autoscaler_status() -> dict[str, object]:
+        if not controller.autoscaler_configured:
+            raise NotImplementedForBackend("no autoscaler is configured on this controller")
+        return controller.autoscaler.status_view()
+
+    @app.get("/api/v1/cluster/overview")
+    def cluster_overview() -> dict[str, object]:
+        """KUBERNETES: pods by phase, Kueue admission, nodes. WORKER controllers use /api/v1/workers."""
+        if kind is not BackendKind.KUBERNETES or controller.pod_backend is None:
+            raise NotImplementedForBackend("the cluster view exists only for the kubernetes backend")
+        return controller.pod_backend.cluster_overview()  # type: ignore[attr-defined]
+
+    @app.post("/api/v1/dry-run", response_model=DryRunResult)
+    def dry_run(spec: JobSpec) -> DryRunResult:
+        """Would this job place now, and where (or why not)? Nothing is submitted."""
+        return DryRunResult(**controller.dry_run(spec, user=spec.user))
+
+    @app.post("/api/v1/endpoints", response_model=EndpointInfo)
+    def register_endpoint(reg: EndpointRegistration) -> EndpointInfo:
+        return controller.register_endpoint(reg)
+
+    @app.get("/api/v1/endpoints", response_model=EndpointList)
+    def list_endpoints(job: str | None = None, name: str | None = None) -> EndpointList:
+        """Endpoints, optionally only those visible to ``job`` (its root job's namespace)."""
+        namespace = None
+        if job:
+            try:
+                namespace = JobName.parse(_job_id(job)).namespace
+            except ValueError as exc:
+                raise InvalidArgument(str(exc)) from None
+        with controller.db.read() as cur:
+            rows = store.list_endpoints(cur, namespace=namespace, name=name)
+        return EndpointList(
+            endpoints=[
+                EndpointInfo(
+                    name=r["name"], namespace=r["namespace"], address=r["address"], job_id=r["job_id"],
+                    task_id=r["task_id"], metadata=json.loads(r["metadata_json"]), registered_at=r["registered_at"],
+                )
+                for r in rows
+            ]
+        )
 
     @app.post("/api/v1/jobs", response_model=SubmitResponse)
     def submit(spec: JobSpec) -> SubmitResponse:

@@ -572,6 +572,34 @@ def delete_worker(cur: sqlite3.Cursor, worker_id: str) -> None:
     cur.execute("DELETE FROM worker_attributes WHERE worker_id = ?", (worker_id,))
 
 
+# ---------------------------------------------------------------- endpoints
+
+
+def upsert_endpoint(cur: sqlite3.Cursor, *, namespace: str, name: str, address: str, job_id: str, task_id: str | None, metadata: dict[str, str], now: float) -> None:
+    cur.execute(
+        "INSERT INTO endpoints (namespace, name, address, job_id, task_id, metadata_json, registered_at) VALUES (?,?,?,?,?,?,?)"
+        " ON CONFLICT(namespace, name) DO UPDATE SET address=excluded.address, job_id=excluded.job_id,"
+        " task_id=excluded.task_id, metadata_json=excluded.metadata_json, registered_at=excluded.registered_at",
+        (namespace, name, address, job_id, task_id, json.dumps(metadata), now),
+    )
+
+
+def list_endpoints(cur: sqlite3.Cursor, *, namespace: str | None = None, name: str | None = None) -> list[sqlite3.Row]:
+    where, args = [], []
+    if namespace:
+        where.append("namespace = ?")
+        args.append(namespace)
+    if name:
+        where.append("name = ?")
+        args.append(name)
+    clause = ("WHERE " + " AND ".join(where)) if where else ""
+    return cur.execute(f"SELECT * FROM endpoints {clause} ORDER BY namespace, name LIMIT 1000", args).fetchall()
+
+
+def delete_endpoints_of_job(cur: sqlite3.Cursor, job_id: str) -> None:
+    cur.execute("DELETE FROM endpoints WHERE job_id = ? OR job_id LIKE ?", (job_id, job_id + "/%"))
+
+
 # ---------------------------------------------------------------- events
 
 
