@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from tests.conftest import free_port, wait_until
 
 from iris.cluster.config import LocalGroupOptions, PlatformConfig, ScaleGroupConfig
 from iris.cluster.platforms import (
@@ -21,7 +22,6 @@ from iris.cluster.platforms import (
     make_platform,
 )
 from iris.rpc.models import ResourceSpec
-from tests.conftest import free_port, wait_until
 
 
 def group(name: str = "cpu", num_vms: int = 1, **fields) -> ScaleGroupConfig:
@@ -53,7 +53,10 @@ def test_fake_platform_lifecycle() -> None:
     assert info.state is SliceState.READY
     assert len(info.addresses) == 2
     platform.kill_slice("cpu-1", "preempted")
-    assert (platform.describe("cpu-1").state, platform.describe("cpu-1").error) == (SliceState.FAILED, "preempted")
+    assert (platform.describe("cpu-1").state, platform.describe("cpu-1").error) == (
+        SliceState.FAILED,
+        "preempted",
+    )
     platform.terminate("cpu-1")
     platform.terminate("cpu-1")  # idempotent
     assert platform.list_slices() == []
@@ -203,7 +206,9 @@ def test_fail_boot_option_fails_for_real(local: LocalPlatform) -> None:
     url = f"http://127.0.0.1:{free_port()}"
     local.create_slice(group("broken", local=LocalGroupOptions(fail_boot=True)), "broken-1", url)
     info = wait_until(
-        lambda: (i := local.describe("broken-1")).state is SliceState.FAILED and i, timeout=30, what="boot failure"
+        lambda: (i := local.describe("broken-1")).state is SliceState.FAILED and i,
+        timeout=30,
+        what="boot failure",
     )
     assert "worker broken-1-w0 exited with code 2" in info.error
     assert "--fail-boot-on-purpose" in info.error, "the error quotes the worker's own complaint from its log"
