@@ -479,18 +479,19 @@ class Controller:
             acc[1] += u["memory_bytes"]
             acc[2] += u["disk_bytes"]
             acc[3] += u["device_count"]
-            if TaskState(u["state"]) in ACTIVE_TASK_STATES:
-                running.append(
-                    RunningTask(
-                        task_id=u["task_id"],
-                        job_id=u["job_id"],
-                        worker_id=u["worker_id"],
-                        resources=_resources(u),
-                        band=u["priority"],
-                        started_at=u["started_at"] or 0.0,
-                        group_by=u["group_by"],
-                    )
+            stopping = u["stop_reason"] is not None or TaskState(u["state"]) not in ACTIVE_TASK_STATES
+            running.append(
+                RunningTask(
+                    task_id=u["task_id"],
+                    job_id=u["job_id"],
+                    worker_id=u["worker_id"],
+                    resources=_resources(u),
+                    band=u["priority"],
+                    started_at=u["started_at"] or 0.0,
+                    group_by=u["group_by"],
+                    stopping=stopping,  # capacity already being freed: never a victim twice
                 )
+            )
         views = []
         for w in workers:
             cap = Resources.from_spec(w.capacity)

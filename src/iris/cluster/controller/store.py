@@ -350,7 +350,7 @@ def unreleased_attempts(cur: sqlite3.Cursor, worker_ids: Sequence[str] | None = 
 def worker_usage(cur: sqlite3.Cursor) -> list[sqlite3.Row]:
     """Per unreleased attempt: its worker, resources, band and whether it still runs."""
     return cur.execute(
-        "SELECT a.worker_id, a.task_id, a.state, a.started_at, t.job_id, j.priority, j.group_by,"
+        "SELECT a.worker_id, a.task_id, a.state, a.stop_reason, a.started_at, t.job_id, j.priority, j.group_by,"
         " j.cpu_millicores, j.memory_bytes, j.disk_bytes, j.device_type, j.device_variant, j.device_count"
         " FROM attempts a JOIN tasks t ON t.task_id = a.task_id JOIN jobs j ON j.job_id = t.job_id"
         " WHERE a.released = 0 AND a.worker_id IS NOT NULL"

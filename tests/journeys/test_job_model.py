@@ -1,0 +1,195 @@
+"""Journeys over the job model: replicas, retries, gangs, sub-jobs, timeouts, priorities."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from tests.journeys.harness import Journey, journey_cluster
+
+from iris.client import (
+    CoschedulingConfig,
+    Entrypoint,
+    JobState,
+    PriorityBand,
+    ResourceSpec,
+    TaskState,
+    iris_ctx,
+)
+
+SMALL = ResourceSpec(cpu=0.5, memory="64MB")
+
+
+@pytest.fixture(scope="module")
+def j() -> Iterator[Journey]:
+    with journey_cluster("worker", attributes=[{"pool": "a"}, {"pool": "a"}, {"pool": "b"}]) as journey:
+        yield journey
+
+
+def finished(j: Journey, job) -> object:  # noqa: ANN001
+    detail = job.detail()
+    return (
+        detail
+        if detail.state.value in ("SUCCEEDED", "FAILED", "KILLED", "WORKER_FAILED", "UNSCHEDULABLE")
+        else None
+    )
+
+
+def test_replicas_make_tasks(j: Journey) -> None:
+    job = j.client.submit(
+        Entrypoint.from_command("sh", "-c", "echo task $IRIS_TASK_INDEX"),
+        name="three",
+        replicas=3,
+        resources=SMALL,
+    )
+    detail = j.step(lambda: finished(j, job), what="3-replica job done")
+    assert detail.state is JobState.SUCCEEDED
+    assert [t.task_index for t in detail.tasks] == [0, 1, 2]
+    assert sorted(job.logs()) == ["task 0", "task 1", "task 2"]
+
+
+def test_failure_is_retried_within_budget(j: Journey) -> None:
+    script = 'if [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then echo flaky; exit 2; fi; echo ok'
+    job = j.client.submit(
+        Entrypoint.from_command("sh", "-c", script), name="flaky", max_retries_failure=1, resources=SMALL
+    )
+    detail = j.step(lambda: finished(j, job), what="flaky job done")
+    assert detail.state is JobState.SUCCEEDED
+    task = detail.tasks[0]
+    assert [a.state for a in task.attempts] == [TaskState.FAILED, TaskState.SUCCEEDED]
+    assert task.attempts[0].exit_code == 2
+    assert task.failure_count == 1
+
+
+def test_failure_without_budget_fails_the_job(j: Journey) -> None:
+    job = j.client.submit(Entrypoint.from_command("sh", "-c", "exit 4"), name="no-budget", resources=SMALL)
+    detail = j.step(lambda: finished(j, job), what="failing job done")
+    assert detail.state is JobState.FAILED
+    assert detail.exit_code == 4
+    assert len(detail.tasks[0].attempts) == 1
+
+
+def test_gang_lands_together_and_bounces_together(j: Journey) -> None:
+    script = 'if [ "$IRIS_TASK_INDEX" = 0 ] && [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then sleep 0.5; exit 1; fi; sleep 0.5'
+    job = j.client.submit(
+        Entrypoint.from_command("sh", "-c", script),
+        name="gang",
+        replicas=2,
+        resources=ResourceSpec(cpu=1, memory="64MB"),
+        coscheduling=CoschedulingConfig(group_by="pool"),
+        max_retries_failure=1,
+    )
+
+    def never_split() -> object:
+        states = {t.state for t in job.tasks()}
+        assert not (TaskState.PENDING in states and states & {TaskState.RUNNING, TaskState.BUILDING}), (
+            f"gang split: {states}"
+        )
+        return finished(j, job)
+
+    detail = j.step(never_split, what="gang done")
+    assert detail.state is JobState.SUCCEEDED
+    workers = j.client.workers().workers
+    pool = {w.worker_id: w.attributes.get("pool") for w in workers}
+    for attempt_index in (0, 1):
+        placed = [t.attempts[attempt_index].worker_id for t in detail.tasks]
+        assert len(set(placed)) == 2
+        assert {pool[w] for w in placed} == {"a"}
+    assert [len(t.attempts) for t in detail.tasks] == [2, 2]
+    assert detail.tasks[0].attempts[0].state is TaskState.FAILED
+    assert detail.tasks[1].attempts[0].state is TaskState.COSCHED_FAILED
+
+
+def spawn_child_then_wait() -> None:
+    ctx = iris_ctx()
+    ctx.client.submit(
+        Entrypoint.from_command("sleep", "600"), name="child", resources=ResourceSpec(cpu=0.5, memory="64MB")
+    )
+    print("child submitted", flush=True)
+    time.sleep(600)
+
+
+def test_sub_job_lives_under_its_parent_and_dies_with_it(j: Journey) -> None:
+    parent = j.client.submit(Entrypoint.from_callable(spawn_child_then_wait), name="parent", resources=SMALL)
+    child_id = parent.job_id + "/child"
+    j.step(lambda: child_id in parent.detail().children, what="child appears under parent")
+    child = j.client.job(child_id)
+    j.step(lambda: child.status() is JobState.RUNNING, what="child running")
+    assert parent.kill() is JobState.KILLED
+    detail = j.step(lambda: finished(j, child), what="child killed")
+    assert detail.state is JobState.KILLED
+    assert detail.error == "parent job terminated"
+    j.step(
+        lambda: all(a.finished_at for t in child.tasks() for a in t.attempts),
+        what="child process confirmed gone",
+    )
+
+
+def test_scheduling_timeout_makes_an_unfittable_job_unschedulable(j: Journey) -> None:
+    job = j.client.submit(
+        Entrypoint.from_command("true"),
+        name="huge",
+        resources=ResourceSpec(cpu=1000, memory="64MB"),
+        scheduling_timeout=3,
+    )
+    pending = j.step(lambda: job.tasks()[0].pending_reason, what="a pending reason")
+    assert "cpu" in pending
+    detail = j.step(lambda: finished(j, job), timeout=30, what="job unschedulable")
+    assert detail.state is JobState.UNSCHEDULABLE
+    assert "cpu" in (detail.error or "")
+
+
+def test_production_preempts_batch_which_later_completes(j: Journey) -> None:
+    batch = j.client.submit(
+        Entrypoint.from_command("sleep", "2"),
+        name="batch",
+        replicas=3,
+        priority=PriorityBand.BATCH,
+        resources=ResourceSpec(cpu=2, memory="64MB"),
+    )
+    j.step(
+        lambda: sum(t.state is TaskState.RUNNING for t in batch.tasks()) == 3, what="batch fills the cluster"
+    )
+    prod = j.client.submit(
+        Entrypoint.from_command("true"),
+        name="prod",
+        priority=PriorityBand.PRODUCTION,
+        resources=ResourceSpec(cpu=2, memory="64MB"),
+    )
+    prod_detail = j.step(lambda: finished(j, prod), what="production job done")
+    assert prod_detail.state is JobState.SUCCEEDED
+    batch_detail = j.step(lambda: finished(j, batch), what="batch job done")
+    assert batch_detail.state is JobState.SUCCEEDED
+    preempted = [t for t in batch_detail.tasks if t.attempts[0].state is TaskState.PREEMPTED]
+    assert len(preempted) == 1
+    assert preempted[0].preemption_count == 1
+    assert preempted[0].attempts[-1].state is TaskState.SUCCEEDED
+
+
+def test_dry_run_says_where_a_job_would_go(j: Journey) -> None:
+    fits = j.client.dry_run(Entrypoint.from_command("true"), name="probe", resources=SMALL, replicas=2)
+    assert fits.would_place and len(fits.placements) == 2
+    nope = j.client.dry_run(Entrypoint.from_command("true"), name="probe", resources=ResourceSpec(cpu=64))
+    assert not nope.would_place and "cpu" in nope.summary
+    assert j.client.list_jobs(limit=1000).total == len(
+        {job.job_id for job in j.client.list_jobs(limit=1000).jobs}
+    )
+    assert all("probe" not in job.job_id for job in j.client.list_jobs(limit=1000).jobs)
+
+
+def serve_endpoint() -> None:
+    ctx = iris_ctx()
+    ctx.register_endpoint("api", 8123)
+    print("registered", flush=True)
+    time.sleep(600)
+
+
+def test_endpoints_resolve_in_the_namespace_and_vanish_with_the_job(j: Journey) -> None:
+    job = j.client.submit(Entrypoint.from_callable(serve_endpoint), name="server", resources=SMALL)
+    address = j.client.resolve_endpoint("api", job=job.job_id, timeout=30)
+    assert address == "127.0.0.1:8123"
+    assert j.client.endpoints(job="/someone/else").endpoints == []
+    job.kill()
+    j.step(lambda: not j.client.endpoints(job=job.job_id).endpoints, what="endpoint removed")
+    assert j.checks > 0
