@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from pathlib import Path
@@ -264,3 +265,17 @@ def test_from_config(conn: sqlite3.Connection, clock: Clock) -> None:
     assert scaler.timings.scale_down_delay_s == 15
     scaler.tick([demand(tasks=2, group_by="slice")])
     assert [s.group for s in scaler.slices()] == ["on-demand"], "only on-demand slices hold a gang of 2"
+
+
+def test_status_view_is_plain_json(conn: sqlite3.Connection, clock: Clock) -> None:
+    platform = FakePlatform(clock)
+    scaler = make(conn, platform, clock)
+    scaler.tick([demand(tasks=1)])
+    view = json.loads(json.dumps(scaler.status_view()))
+    (group_view,) = view["groups"]
+    assert group_view["name"] == "cpu"
+    assert group_view["resources"]["cpu_millicores"] == 1000
+    assert group_view["slices"][0]["state"] == "CREATING"
+    assert group_view["last_action"]["action"] == "scale_up"
+    assert view["actions"][0]["slice_id"] == "cpu-1"
+    assert view["pending_hints"]["/u/job"].startswith("waiting for scale group cpu")

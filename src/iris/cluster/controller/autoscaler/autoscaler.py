@@ -13,7 +13,10 @@ import re
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
+from enum import StrEnum
+
+from pydantic import BaseModel
 
 from iris.cluster.config import AutoscalerDefaults, ClusterConfig, ScaleGroupConfig
 from iris.cluster.controller.autoscaler.model import (
@@ -245,6 +248,16 @@ class Autoscaler:
                 for g in self.groups
             ]
 
+    def status_view(self, action_limit: int = 100) -> dict[str, object]:
+        """Everything the dashboard's autoscaler tab shows, as plain JSON-ready data:
+        ``{"groups": [GroupStatus...], "actions": [ScaleAction...], "pending_hints": {job_id: line}}``."""
+        with self._lock:
+            return {
+                "groups": [_jsonable(g) for g in self.status()],
+                "actions": [_jsonable(a) for a in self.actions(action_limit)],
+                "pending_hints": dict(self.pending_hints()),
+            }
+
     def actions(self, limit: int = 100) -> list[ScaleAction]:
         """The newest ``limit`` decisions, oldest first."""
         with self._lock:
@@ -435,6 +448,20 @@ class Autoscaler:
             backoff_reason=backoff.reason if backoff.active(now) else "",
             last_action=last,
         )
+
+
+def _jsonable(value: object) -> object:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, StrEnum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
 
 
 def _usage_map(usage: Mapping[str, int] | Collection[str]) -> dict[str, int]:
