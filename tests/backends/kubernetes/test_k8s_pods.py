@@ -261,3 +261,15 @@ def test_callable_entrypoint_runs_from_the_pod_command(arg: int, code: int) -> N
     argv = [sys.executable, *container["command"][1:]]
     done = subprocess.run(argv, env=env, capture_output=True, timeout=60)
     assert done.returncode == code, done.stderr.decode()
+
+
+def test_dollar_signs_reach_the_task_unchanged() -> None:
+    """Kubernetes expands $(VAR) and $$ in commands and env values; Iris must not let it."""
+    from iris.testing.kubelet_sim.container_env import expand
+
+    argv = ("sh", "-c", "echo $$ $(IRIS_JOB_ID) $HOME $$(x)")
+    pod = build(run_spec(entrypoint=Entrypoint.from_command(*argv), env={"PRICE": "$(5) $$"}))
+    container = pod["spec"]["containers"][0]
+    env = env_of(pod)
+    assert [expand(a, env) for a in container["command"]] == list(argv)
+    assert expand(env["PRICE"], env) == "$(5) $$"

@@ -104,8 +104,8 @@ def build_pod(
     container: dict[str, Any] = {
         "name": TASK_CONTAINER,
         "image": config.default_image,
-        "command": container_command(spec),
-        "env": [{"name": k, "value": v} for k, v in task_env(spec, controller_url).items()],
+        "command": [escape_expansion(arg) for arg in container_command(spec)],
+        "env": [{"name": k, "value": escape_expansion(v)} for k, v in task_env(spec, controller_url).items()],
         "resources": container_resources(spec, config),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
@@ -121,6 +121,13 @@ def build_pod(
         },
         "spec": pod_spec,
     }
+
+
+def escape_expansion(text: str) -> str:
+    """Kubernetes rewrites ``$(VAR)`` and ``$$`` in a container's command and env values;
+    doubling every ``$`` makes it hand the task exactly the text Iris was given, as a worker
+    daemon would."""
+    return text.replace("$", "$$")
 
 
 def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
