@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
@@ -105,8 +106,13 @@ def run(attempts: int, batch: int, max_in_flight: int, tick: float, client: http
     controller_url, server = start_stub(nudged)
     with tempfile.TemporaryDirectory() as tmp:
         popen, address = start_worker(controller_url, Path(tmp))
+        worker = psutil.Process(popen.pid)
         try:
-            return drive(f"http://{address}", attempts, batch, max_in_flight, tick, nudged, client)
+            cpu_before = sum(worker.cpu_times()[:2])
+            result = drive(f"http://{address}", attempts, batch, max_in_flight, tick, nudged, client)
+            cpu_used = sum(worker.cpu_times()[:2]) - cpu_before
+            result["worker_cpu_ms_per_attempt"] = round(cpu_used / attempts * 1000, 3)
+            return result
         finally:
             popen.terminate()
             popen.wait(timeout=30)
@@ -182,7 +188,8 @@ def main() -> None:
     print(
         f"{result['attempts']} attempts in {result['seconds']}s: {result['attempts_per_s']} attempts/s, "
         f"start latency p50 {result['start_latency_ms_p50']} ms, p99 {result['start_latency_ms_p99']} ms "
-        f"({result['failed']} failed, {result['reconcile_rounds']} reconcile rounds)"
+        f"({result['failed']} failed, {result['reconcile_rounds']} reconcile rounds, "
+        f"worker CPU {result['worker_cpu_ms_per_attempt']} ms per attempt)"
     )
 
 

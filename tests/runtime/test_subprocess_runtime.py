@@ -308,3 +308,24 @@ def _pgid(pid: int) -> int | None:
         return os.getpgid(pid)
     except ProcessLookupError:
         return None
+
+
+def test_escapee_holding_the_output_pipe_is_found_and_killed(
+    runtime: SubprocessRuntime, tmp_path: Path
+) -> None:
+    pidfile = tmp_path / "holder.pid"
+    # The main process exits at once; a setsid'd child that left the tree keeps stdout open.
+    script = (
+        f"setsid sh -c 'echo $$ > {pidfile}.tmp; mv {pidfile}.tmp {pidfile}; exec sleep 100' & "
+        f"while [ ! -s {pidfile} ]; do sleep 0.01; done; echo bye"
+    )
+    spec = make_spec("sh", "-c", script)
+    runtime.start(spec)
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip().isdigit())
+    holder = int(pidfile.read_text())
+    snap = wait_done(runtime, spec.attempt_uid)
+    assert snap.state is TaskState.SUCCEEDED
+    assert ("stdout", "bye") in [
+        (line.stream, line.line) for line in runtime.read_logs(spec.attempt_uid).lines
+    ]
+    wait_until(lambda: not pid_alive(holder), timeout=5)

@@ -55,12 +55,10 @@ class ControllerLink:
             thread.start()
 
     def stop(self) -> None:
+        """Stop registering and nudging. Does not wait: a call in flight must not delay the shutdown."""
         self._stopping.set()
         self._register_now.set()
         self._nudge_wanted.set()
-        for thread in self._threads:
-            if thread.is_alive():
-                thread.join(timeout=HTTP_TIMEOUT_S + 1)
 
     def state_changed(self) -> None:
         """An attempt changed state (any thread; cheap)."""

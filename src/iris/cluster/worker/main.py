@@ -130,6 +130,7 @@ def run_worker(config: WorkerConfig) -> int:
     finally:
         link.stop()
         runtime.shutdown()
+        logger.info("worker %s stopped", worker_id)
         if config.ready_file is not None:
             config.ready_file.unlink(missing_ok=True)
     return 0
