@@ -445,6 +445,8 @@ class SubprocessRuntime:
         attempt.log.system(summary)
         attempt.log.close()
         released = self._tree_gone(attempt)
+        if released:
+            remove_pid_record(self.pids_dir, attempt.uid)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, outcome.exit_code, outcome.error
             attempt.finished_at = time.time()
@@ -452,8 +454,6 @@ class SubprocessRuntime:
             if released:
                 self._release_locked(attempt)
             self._changed.notify_all()
-        if released:
-            remove_pid_record(self.pids_dir, attempt.uid)
         self._notify(attempt.uid)
 
     def _tree_gone(self, attempt: _Attempt) -> bool:
@@ -465,7 +465,7 @@ class SubprocessRuntime:
         )
 
     def _release_locked(self, attempt: _Attempt) -> None:
-        """Mark released (the caller removes the pid record once the lock is dropped)."""
+        """Mark released (the caller has removed the pid record, outside the lock)."""
         attempt.released = True
         self._retained.append(attempt.uid)
 
@@ -551,10 +551,10 @@ class SubprocessRuntime:
                     self._handle_stuck_pipes(attempt, now)
         for attempt in unreleased:
             if self._tree_gone(attempt):
+                remove_pid_record(self.pids_dir, attempt.uid)
                 with self._lock:
                     self._release_locked(attempt)
                     self._changed.notify_all()
-                remove_pid_record(self.pids_dir, attempt.uid)
                 self._notify(attempt.uid)
         self._prune()
 
