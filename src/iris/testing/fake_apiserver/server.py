@@ -56,7 +56,12 @@ class FakeApiServer:
         self.tls_material = generate_tls_material(self.state_dir / "tls") if tls else None
         ssl_context = self.tls_material.server_context() if self.tls_material else None
         self._httpd = ApiHttpServer((host, port), self, ssl_context)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-apiserver", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-apiserver",
+            daemon=True,
+        )
         for namespace in _SYSTEM_NAMESPACES:
             self.store.create(NAMESPACES, None, {"metadata": {"name": namespace}})
         for name, value in _SYSTEM_PRIORITY_CLASSES:

@@ -1,0 +1,206 @@
+"""The Kueue simulator against a live fake API server (no kubelet: tests play it where needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from tests.conftest import wait_until
+
+from iris.testing.conditions import get_condition
+from iris.testing.fake_apiserver import (
+    CLUSTER_QUEUES,
+    LOCAL_QUEUES,
+    NAMESPACES,
+    PODS,
+    RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
+    WORKLOADS,
+    FakeApiServer,
+)
+from iris.testing.k8s_sandbox import cluster_queue_object
+from iris.testing.kueue_sim import ADMISSION_GATE, MANAGED_FINALIZER, KueueSimulator
+
+NS = "iris"
+
+
+@pytest.fixture
+def cluster() -> Iterator[tuple[FakeApiServer, KueueSimulator]]:
+    server = FakeApiServer().start()
+    kueue = KueueSimulator(server).start()
+    store = server.store
+    store.create(NAMESPACES, None, {"metadata": {"name": NS}})
+    store.create(
+        RESOURCE_FLAVORS,
+        None,
+        {"metadata": {"name": "default-flavor"}, "spec": {"nodeLabels": {"pool": "cpu"}}},
+    )
+    store.create(CLUSTER_QUEUES, None, cluster_queue_object({"cpu": "4", "memory": "8Gi"}))
+    store.create(
+        LOCAL_QUEUES, NS, {"metadata": {"name": "iris"}, "spec": {"clusterQueue": "iris-cluster-queue"}}
+    )
+    store.create(WORKLOAD_PRIORITY_CLASSES, None, {"metadata": {"name": "high"}, "value": 1000})
+    yield server, kueue
+    kueue.stop()
+    server.stop()
+
+
+def create_pod(
+    server: FakeApiServer,
+    name: str,
+    cpu: str,
+    *,
+    group: str | None = None,
+    total: int = 0,
+    priority: str | None = None,
+    queue: str = "iris",
+) -> None:
+    labels = {"kueue.x-k8s.io/queue-name": queue}
+    annotations = {}
+    if group:
+        labels["kueue.x-k8s.io/pod-group-name"] = group
+        annotations["kueue.x-k8s.io/pod-group-total-count"] = str(total)
+    if priority:
+        labels["kueue.x-k8s.io/priority-class"] = priority
+    container = {"name": "task", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
+    body = {
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {"restartPolicy": "Never", "containers": [container]},
+    }
+    server.store.create(PODS, NS, body)
+
+
+def pod(server: FakeApiServer, name: str) -> dict[str, Any] | None:
+    return server.store.try_get(PODS, NS, name)
+
+
+def gated(server: FakeApiServer, name: str) -> bool:
+    current = pod(server, name)
+    return current is not None and any(
+        g["name"] == ADMISSION_GATE for g in current["spec"].get("schedulingGates") or []
+    )
+
+
+def admitted(server: FakeApiServer, name: str) -> bool:
+    current = pod(server, name)
+    return current is not None and not gated(server, name)
+
+
+def quota_message(server: FakeApiServer, workload: str) -> str:
+    found = server.store.try_get(WORKLOADS, NS, workload)
+    condition = get_condition(found, "QuotaReserved") if found else None
+    return condition["message"] if condition and condition["status"] == "False" else ""
+
+
+def finish(server: FakeApiServer, name: str, phase: str = "Succeeded") -> None:
+    server.store.update(
+        PODS, NS, name, lambda p: {**p, "status": {**p["status"], "phase": phase}}, subresource="status"
+    )
+
+
+def test_gated_pod_is_admitted_when_quota_allows(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
+    server, kueue = cluster
+    create_pod(server, "a", "3")
+    wait_until(lambda: admitted(server, "a"), timeout=5, what="a admitted")
+    current = pod(server, "a")
+    assert current["spec"]["nodeSelector"] == {"pool": "cpu"}, "flavor node labels are injected"
+    assert MANAGED_FINALIZER in current["metadata"]["finalizers"]
+    workload = server.store.get(WORKLOADS, NS, kueue.workload_name_for(current))
+    assert workload["status"]["admission"]["podSetAssignments"][0]["flavors"] == {
+        "cpu": "default-flavor",
+        "memory": "default-flavor",
+    }
+
+    create_pod(server, "b", "2")
+    b_workload = kueue.workload_name_for(pod(server, "b"))
+    message = wait_until(lambda: quota_message(server, b_workload), timeout=5, what="b pending message")
+    assert (
+        message
+        == "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor, 1 more needed"
+    )
+    assert gated(server, "b")
+    finish(server, "a")
+    wait_until(lambda: admitted(server, "b"), timeout=5, what="b admitted after a finished")
+    wait_until(
+        lambda: MANAGED_FINALIZER not in (pod(server, "a")["metadata"].get("finalizers") or []),
+        timeout=5,
+        what="finalizer released",
+    )
+    wait_until(
+        lambda: (
+            server.store.get(CLUSTER_QUEUES, None, "iris-cluster-queue")
+            .get("status", {})
+            .get("admittedWorkloads")
+            == 1
+        ),
+        timeout=5,
+        what="ClusterQueue status counts b only",
+    )
+
+
+def test_pod_group_waits_for_all_members_then_admits_them_together(
+    cluster: tuple[FakeApiServer, KueueSimulator],
+) -> None:
+    server, _ = cluster
+    create_pod(server, "g-0", "1", group="g", total=3)
+    create_pod(server, "g-1", "1", group="g", total=3)
+    wait_until(
+        lambda: quota_message(server, "g") == "waiting for all pods of group g to be created (2/3)", timeout=5
+    )
+    assert gated(server, "g-0") and gated(server, "g-1")
+    create_pod(server, "g-2", "1", group="g", total=3)
+    wait_until(
+        lambda: all(admitted(server, f"g-{i}") for i in range(3)), timeout=5, what="whole group admitted"
+    )
+    assert server.store.get(WORKLOADS, NS, "g")["status"]["admission"]["podSetAssignments"][0]["count"] == 3
+
+
+def test_group_that_cannot_fit_stays_gated_whole(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
+    server, _ = cluster
+    for i in range(3):
+        create_pod(server, f"big-{i}", "2", group="big", total=3)
+    message = wait_until(lambda: quota_message(server, "big"), timeout=5)
+    assert (
+        "insufficient quota for cpu in flavor default-flavor, request > maximum capacity (6 > 4)" in message
+    )
+    assert all(gated(server, f"big-{i}") for i in range(3))
+
+
+def test_higher_priority_group_evicts_a_lower_one(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
+    server, _ = cluster
+    for i in range(2):
+        create_pod(server, f"low-{i}", "2", group="low", total=2)
+    wait_until(lambda: all(admitted(server, f"low-{i}") for i in range(2)), timeout=5)
+    disrupted: dict[str, dict] = {}
+    events = server.subscribe(PODS, NS, resource_version=str(server.store.resource_version))
+    for i in range(2):
+        create_pod(server, f"high-{i}", "1", group="high", total=2, priority="high")
+    wait_until(lambda: all(admitted(server, f"high-{i}") for i in range(2)), timeout=5, what="high admitted")
+    assert pod(server, "low-0") is None and pod(server, "low-1") is None, "the whole lower group was deleted"
+    for event in events.drain():
+        condition = get_condition(event.object, "DisruptionTarget")
+        if condition and event.name.startswith("low"):
+            disrupted[event.name] = condition
+    events.close()
+    assert set(disrupted) == {"low-0", "low-1"}
+    assert {c["reason"] for c in disrupted.values()} == {"PreemptionByKueue"}
+
+
+def test_evict_api_takes_the_whole_group(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
+    server, kueue = cluster
+    for i in range(2):
+        create_pod(server, f"e-{i}", "1", group="e", total=2)
+    wait_until(lambda: all(admitted(server, f"e-{i}") for i in range(2)), timeout=5)
+    assert sorted(kueue.evict("e-1", namespace=NS, reason="NodeLost")) == ["e-0", "e-1"]
+    wait_until(
+        lambda: pod(server, "e-0") is None and pod(server, "e-1") is None, timeout=5, what="group gone"
+    )
+    wait_until(lambda: server.store.try_get(WORKLOADS, NS, "e") is None, timeout=5, what="workload removed")
+
+
+def test_unknown_local_queue_is_explained(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
+    server, kueue = cluster
+    create_pod(server, "lost", "1", queue="nope")
+    name = kueue.workload_name_for(wait_until(lambda: pod(server, "lost")))
+    assert wait_until(lambda: quota_message(server, name), timeout=5) == "LocalQueue nope doesn't exist"
