@@ -124,16 +124,22 @@ class WorkerProcess:
         return self.stderr_path.read_text()
 
 
+MODULE_ENTRY = [sys.executable, "-m", "iris.cluster.worker"]
+CLICK_ENTRY = [sys.executable, "-c", "from iris.cli.worker_cmd import worker; worker()", "start"]
+
+
 def start_worker(
-    tmp_path: Path, controller_url: str, *extra: str, worker_id: str = "w-test"
+    tmp_path: Path,
+    controller_url: str,
+    *extra: str,
+    worker_id: str = "w-test",
+    entry: list[str] = MODULE_ENTRY,
 ) -> WorkerProcess:
     ready = tmp_path / f"{worker_id}.ready"
     state_dir = tmp_path / f"{worker_id}-state"
     stderr_path = tmp_path / f"{worker_id}.stderr"
     argv = [
-        sys.executable,
-        "-m",
-        "iris.cluster.worker",
+        *entry,
         "--controller",
         controller_url,
         "--worker-id",

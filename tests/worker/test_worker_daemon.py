@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from tests.worker.harness import ControllerStub, WorkerProcess, start_worker, wait_until
+from tests.worker.harness import CLICK_ENTRY, ControllerStub, WorkerProcess, start_worker, wait_until
 
 from iris.rpc.enums import StopReason, TaskState
 from iris.rpc.models import DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
@@ -286,3 +286,13 @@ def test_restarted_worker_kills_what_a_killed_worker_left(tmp_path: Path, contro
         assert again.observe([run("o1")], "o1").state is TaskState.MISSING
     finally:
         again.stop()
+
+
+def test_iris_worker_start_runs_the_same_daemon(tmp_path: Path, controller: ControllerStub) -> None:
+    proc = start_worker(tmp_path, controller.url, "--attr", "via=click", entry=CLICK_ENTRY)
+    try:
+        wait_until(lambda: controller.registrations, what="registration")
+        assert controller.registrations[0].attributes == {"via": "click"}
+        assert proc.observe([run("c1", "true")], "c1").state in (TaskState.RUNNING, TaskState.SUCCEEDED)
+    finally:
+        assert proc.stop() == 0
