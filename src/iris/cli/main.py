@@ -142,27 +142,34 @@ def cluster() -> None:
     help="Run controller and workers on this machine (the only mode for now).",
 )
 @click.option(
-    "--workers", default=2, show_default=True, type=click.IntRange(0, 256), help="Worker daemons to start."
+    "--workers", type=click.IntRange(0, 256), help="Worker daemons to start (default 2; 0 with --config)."
 )
-@click.option(
-    "--port", default=10000, show_default=True, type=int, help="Controller port (0 picks a free one)."
-)
-@click.option(
-    "--state-dir", type=click.Path(path_type=Path), default=Path.home() / ".iris" / "local", show_default=True
-)
+@click.option("--port", type=int, help="Controller port (default 10000; 0 picks a free one).")
+@click.option("--state-dir", type=click.Path(path_type=Path), help="State directory (default ~/.iris/local).")
 @click.option("--backend", type=click.Choice(["worker", "kubernetes"]), default="worker", show_default=True)
 @click.option("--worker-cpu", help="CPU capacity each worker advertises (default: this machine's).")
 @click.option("--worker-memory", help="Memory each worker advertises (default: this machine's).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Cluster config (YAML): its scale groups start and stop workers on demand.",
+)
 def cluster_start(
     local: bool,
-    workers: int,
-    port: int,
-    state_dir: Path,
+    workers: int | None,
+    port: int | None,
+    state_dir: Path | None,
     backend: str,
     worker_cpu: str | None,
     worker_memory: str | None,
+    config_path: Path | None,
 ) -> None:
-    """Run a controller plus N worker daemons in the foreground; Ctrl-C stops them all."""
+    """Run a controller plus N worker daemons in the foreground; Ctrl-C stops them all.
+
+    With --config, the file's scale groups decide how many workers run (the autoscaler starts
+    and stops them), and its controller section sets the port and state directory.
+    """
     from iris.client.local_cluster import LocalCluster
 
     if not local:
@@ -170,13 +177,24 @@ def cluster_start(
             "only --local clusters can be started from here; on other machines run `iris controller start` and `iris worker start`"
         )
     _check_quantities(worker_cpu, worker_memory)
+    controller_args: list[str] = []
+    if config_path is not None:
+        from iris.cluster.config import load_cluster_config
+
+        config = load_cluster_config(config_path)  # errors name the key and the line
+        controller_args = ["--config", str(config_path.resolve())]
+        port = config.controller.port if port is None else port
+        state_dir = Path(config.controller.state_dir).expanduser() if state_dir is None else state_dir
+        backend = "kubernetes" if config.backend.kind == "kubernetes" else backend
+        workers = 0 if workers is None else workers
     lc = LocalCluster(
-        workers=workers,
-        state_dir=state_dir,
-        port=port,
+        workers=2 if workers is None else workers,
+        state_dir=state_dir or Path.home() / ".iris" / "local",
+        port=10000 if port is None else port,
         backend=backend,
         worker_cpu=worker_cpu,
         worker_memory=worker_memory,
+        controller_args=controller_args,
     )
     _install_sigterm()
     try:
@@ -185,7 +203,10 @@ def cluster_start(
         console.print(f"  controller: {lc.url}")
         console.print(f"  dashboard:  {lc.url}/")
         if backend == "worker":
-            console.print(f"  workers:    {workers}")
+            console.print(
+                f"  workers:    {lc.num_workers}"
+                + (" (plus what the autoscaler starts)" if config_path else "")
+            )
         if "kubeconfig" in lc.ready_info:
             console.print(f"  kubeconfig: {lc.ready_info['kubeconfig']}")
             console.print(
@@ -234,10 +255,35 @@ def cluster_status(obj: Ctx, as_json: bool) -> None:
         + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.tasks_by_state.items())) or "none")
     )
     if status.kind == "worker-daemon":
-        console.print(
-            "workers: "
-            + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.workers_by_status.items())) or "none")
+        counts = ", ".join(f"{styled(k)} {v}" for k, v in sorted(status.workers_by_status.items()))
+        console.print("workers: " + (counts or "none"))
+    if "autoscaler" in status.capabilities:
+        with obj.client() as client:
+            view = client.http.request("GET", "/api/v1/autoscaler")
+        t = table(
+            "GROUP", "READY", "BOOTING", "FAILED", "DEMAND", "TARGET", "MIN-MAX", "STATUS", "LAST ACTION"
         )
+        for g in view["groups"]:
+            by_state = g.get("slices_by_state", {})
+            last = g.get("last_action") or {}
+            last_text = (
+                f"{last.get('action', '')} {last.get('slice_id') or ''}: {last.get('reason', '')}"
+                if last
+                else "-"
+            )
+            t.add_row(
+                g["name"],
+                str(by_state.get("READY", 0)),
+                str(by_state.get("BOOTING", 0) + by_state.get("CREATING", 0)),
+                str(by_state.get("FAILED", 0)),
+                f"{g.get('demand_tasks', 0)} task(s)",
+                str(g.get("target", 0)),
+                f"{g.get('min_slices', 0)}-{g.get('max_slices', 0)}",
+                g.get("status", ""),
+                last_text,
+            )
+        console.print()
+        console.print(t)
 
 
 # ---------------------------------------------------------------- jobs
@@ -323,7 +369,9 @@ def _check_quantities(cpu: str | None, memory: str | None, disk: str | None = No
     default="interactive",
     show_default=True,
 )
-@click.option("--dry-run", is_flag=True, help="Say whether and where the job would place now; submit nothing.")
+@click.option(
+    "--dry-run", is_flag=True, help="Say whether and where the job would place now; submit nothing."
+)
 @click.option("--no-wait", is_flag=True, help="Submit, print the job id and return.")
 @click.option("--json", "as_json", is_flag=True, help="With --no-wait: print the job id as JSON.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)

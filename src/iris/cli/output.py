@@ -75,7 +75,9 @@ def resources_text(cpu_millicores: int, memory_bytes: int) -> str:
 
 
 def table(*columns: str, title: str | None = None) -> Table:
+    """A borderless table; every column but the last keeps to one line, the last one folds."""
     t = Table(title=title, header_style="bold", box=None, pad_edge=False)
-    for c in columns:
-        t.add_column(c, overflow="fold")
+    for i, c in enumerate(columns):
+        last = i == len(columns) - 1
+        t.add_column(c, overflow="fold" if last else "ellipsis", no_wrap=not last)
     return t

@@ -28,10 +28,22 @@ class IrisContext:
         """Submissions through this client become children of the running job."""
         return IrisClient(self.controller_url, token=os.environ.get("IRIS_TOKEN"), parent_job_id=self.job_id)
 
-    def register_endpoint(self, name: str, port: int | str, *, metadata: dict[str, str] | None = None) -> EndpointInfo:
+    def register_endpoint(
+        self, name: str, port: int | str, *, metadata: dict[str, str] | None = None
+    ) -> EndpointInfo:
         """Publish ``host:port`` (or a full address) under ``name`` for the rest of the job tree."""
-        address = str(port) if isinstance(port, str) and ":" in port else f"{advertise_host(self.controller_url)}:{int(port)}"
-        reg = EndpointRegistration(name=name, address=address, job_id=self.job_id, task_id=self.task_id or None, metadata=metadata or {})
+        address = (
+            str(port)
+            if isinstance(port, str) and ":" in port
+            else f"{advertise_host(self.controller_url)}:{int(port)}"
+        )
+        reg = EndpointRegistration(
+            name=name,
+            address=address,
+            job_id=self.job_id,
+            task_id=self.task_id or None,
+            metadata=metadata or {},
+        )
         return self.client.http.post("/api/v1/endpoints", EndpointInfo, reg)
 
     def resolve_endpoint(self, name: str, *, timeout: float = 0.0) -> str:

@@ -78,6 +78,7 @@ class LocalCluster:
         self.url = ""
         self.ready_info: dict[str, object] = {}
         self.controller: _Child | None = None
+        self.sandbox: _Child | None = None
         self.workers: list[_Child] = []
 
     def __enter__(self) -> LocalCluster:
@@ -119,20 +120,43 @@ class LocalCluster:
             "--tick", str(self.tick_s), "--worker-grace", str(self.worker_grace_s),
             *self.controller_args,
         ]  # fmt: skip
-        self.controller = self._spawn("controller", argv)
         try:
+            if self.backend == "kubernetes":
+                argv += self._start_k8s_sandbox(timeout_s)
+            self.controller = self._spawn("controller", argv)
             if self.backend == "worker":
                 for i in range(self.num_workers):
                     self.add_worker(i, wait=False)
-            self.ready_info = _wait_for_file(
+            info = _wait_for_file(
                 ready, self.controller.proc, "controller", self.controller.log_path, timeout_s
             )
+            self.ready_info.update(info)
             self.url = str(self.ready_info["url"])
             if self.backend == "worker":
                 self.wait_for_workers(self.num_workers, timeout_s)
         except BaseException:
             self.stop()
             raise
+
+    def _start_k8s_sandbox(self, timeout_s: float) -> list[str]:
+        """The kubernetes backend runs against our fake API server with Kueue and kubelet simulators."""
+        ready = self.state_dir / "k8s-sandbox.ready"
+        ready.unlink(missing_ok=True)
+        argv = [
+            sys.executable,
+            "-m",
+            "iris.testing.k8s_sandbox",
+            "--state-dir",
+            str(self.state_dir / "k8s"),
+            "--ready-file",
+            str(ready),
+        ]
+        self.sandbox = self._spawn("k8s-sandbox", argv)
+        info = _wait_for_file(
+            ready, self.sandbox.proc, "kubernetes sandbox", self.sandbox.log_path, timeout_s
+        )
+        self.ready_info.update({"kubeconfig": info["kubeconfig"], "k8s_server_url": info["server_url"]})
+        return ["--kubeconfig", str(info["kubeconfig"]), "--namespace", str(info["namespace"])]
 
     def add_worker(
         self, index: int | None = None, *, wait: bool = True, attributes: dict[str, str] | None = None
@@ -185,7 +209,20 @@ class LocalCluster:
         )
 
     def stop(self, timeout_s: float = 10.0) -> None:
+        # Workers and controller first; the sandbox (whose kubelet owns pod processes) last.
         children = [*self.workers, *([self.controller] if self.controller else [])]
+        self._terminate(children, timeout_s)
+        if self.sandbox is not None:
+            self._terminate([self.sandbox], timeout_s)
+        self.workers = []
+        self.controller = None
+        self.sandbox = None
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    @staticmethod
+    def _terminate(children: list[_Child], timeout_s: float) -> None:
         for child in children:
             if child.proc.poll() is None:
                 try:
@@ -203,8 +240,3 @@ class LocalCluster:
                     pass
                 child.proc.wait()
             child.log_file.close()
-        self.workers = []
-        self.controller = None
-        if self._tmp is not None:
-            self._tmp.cleanup()
-            self._tmp = None

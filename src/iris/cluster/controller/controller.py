@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from iris.cluster.backends.worker_daemon import WorkerRpcClient
 from iris.cluster.controller import store
+from iris.cluster.controller.autoscaler import demand_from_requests, slice_usage_from_workers
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind, TaskTarget
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.job_state import rollup_job_state
@@ -85,7 +86,9 @@ class TimeSeries:
                 "pending": counts.get("PENDING", 0),
                 "running": sum(counts.get(s, 0) for s in ("ASSIGNED", "BUILDING", "RUNNING")),
                 "succeeded": counts.get("SUCCEEDED", 0),
-                "failed": sum(counts.get(s, 0) for s in ("FAILED", "WORKER_FAILED", "UNSCHEDULABLE", "COSCHED_FAILED")),
+                "failed": sum(
+                    counts.get(s, 0) for s in ("FAILED", "WORKER_FAILED", "UNSCHEDULABLE", "COSCHED_FAILED")
+                ),
                 "killed": sum(counts.get(s, 0) for s in ("KILLED", "PREEMPTED")),
             }
         )
@@ -93,6 +96,8 @@ class TimeSeries:
 
 class PodBackend(Protocol):
     """What the controller needs from the Kubernetes backend."""
+
+    controller_url: str
 
     def reconcile(self, desired: Sequence[DesiredAttempt]) -> list[AttemptObservation]: ...
 
@@ -139,6 +144,8 @@ class Controller:
         self._spec_cache: OrderedDict[str, JobSpec] = OrderedDict()
         self._last_full_round = 0.0
         self._last_timeout_scan = 0.0
+        self._next_autoscale = 0.0
+        self.autoscale_interval_s = 1.0
         self.last_unplaced: list[TaskRequest] = []
         self.last_pending: dict[str, Any] = {}
         self.timeseries = TimeSeries()
@@ -168,9 +175,18 @@ class Controller:
 
     # ------------------------------------------------------------ lifecycle
 
+    def set_url(self, url: str) -> None:
+        """The address tasks use to reach this controller (known once the API socket is bound)."""
+        self.controller_url = url
+        if self.pod_backend is not None:
+            self.pod_backend.controller_url = url
+
     def start(self) -> None:
         if self._thread is not None:
             return
+        watch = getattr(self.pod_backend, "watch_changes", None)
+        if watch is not None:
+            watch(self.wake)  # pod events wake the loop; the periodic tick stays the safety net
         self._thread = threading.Thread(target=self._loop, name="iris-control-loop", daemon=True)
         self._thread.start()
 
@@ -228,8 +244,7 @@ class Controller:
             changed |= self._reconcile_workers(None if full else targets)
             self.round_stats["last_reconcile_ms"] = (time.perf_counter() - t2) * 1000
             self._update_worker_health()
-            if full:
-                self._trigger_autoscale()
+            self._trigger_autoscale()
         if descriptor.kind is BackendKind.KUBERNETES:
             self._dispatch_to_pods(now)
             changed |= self._reconcile_pods()
@@ -353,12 +368,23 @@ class Controller:
             if job.state in TERMINAL_JOB_STATES:
                 raise FailedPrecondition(f"job {reg.job_id} has finished; its endpoints are gone")
             store.upsert_endpoint(
-                cur, namespace=namespace, name=reg.name, address=reg.address, job_id=reg.job_id,
-                task_id=reg.task_id, metadata=reg.metadata, now=now,
+                cur,
+                namespace=namespace,
+                name=reg.name,
+                address=reg.address,
+                job_id=reg.job_id,
+                task_id=reg.task_id,
+                metadata=reg.metadata,
+                now=now,
             )
         return EndpointInfo(
-            name=reg.name, namespace=namespace, address=reg.address, job_id=reg.job_id,
-            task_id=reg.task_id, metadata=reg.metadata, registered_at=now,
+            name=reg.name,
+            namespace=namespace,
+            address=reg.address,
+            job_id=reg.job_id,
+            task_id=reg.task_id,
+            metadata=reg.metadata,
+            registered_at=now,
         )
 
     def nudge(self, worker_id: str) -> bool:
@@ -470,7 +496,9 @@ class Controller:
             )
         return pending, views, running, requests, waiting_gang
 
-    def _fleet(self, workers: Sequence[store.WorkerRow], usage: Sequence[Any]) -> tuple[list[WorkerView], list[RunningTask]]:
+    def _fleet(
+        self, workers: Sequence[store.WorkerRow], usage: Sequence[Any]
+    ) -> tuple[list[WorkerView], list[RunningTask]]:
         used: dict[str, list[int]] = {}
         running: list[RunningTask] = []
         for u in usage:
@@ -517,7 +545,9 @@ class Controller:
     def dry_run(self, spec: JobSpec, *, user: str | None = None) -> dict[str, Any]:
         """Would this job place now, and where? Runs the real kernel on a snapshot; writes nothing."""
         if self._descriptor.kind is not BackendKind.WORKER:
-            raise FailedPrecondition("dry runs need the Iris scheduler; on kubernetes, Kueue decides placement")
+            raise FailedPrecondition(
+                "dry runs need the Iris scheduler; on kubernetes, Kueue decides placement"
+            )
         name = JobName.root(user or spec.user or "anonymous", spec.name)
         with self.db.read() as cur:
             workers = store.list_workers(cur)
@@ -550,7 +580,9 @@ class Controller:
             "summary": result.summary(),
             "placements": [{"task_id": t, "worker_id": w} for t, w in result.placements],
             "pending": {t: {"code": str(r.code), "message": r.message} for t, r in result.pending.items()},
-            "preemptions": [{"victim_task_id": p.victim_task_id, "worker_id": p.worker_id} for p in result.preemptions],
+            "preemptions": [
+                {"victim_task_id": p.victim_task_id, "worker_id": p.worker_id} for p in result.preemptions
+            ],
         }
 
     def _preempt(self, cur: Any, victim_task_id: str, preemptor: str, now: float) -> None:
@@ -674,11 +706,27 @@ class Controller:
     def _trigger_autoscale(self) -> None:
         if self.autoscaler is None:
             return
+        now = self.clock()
+        if now < self._next_autoscale:
+            return
+        self._next_autoscale = now + self.autoscale_interval_s
         with self.db.read() as cur:
             workers = store.list_workers(cur)
             usage = store.worker_usage(cur)
-        busy_workers = {u["worker_id"] for u in usage}
-        self.autoscaler.tick(self.last_unplaced, workers, busy_workers)
+        busy_workers = {u["worker_id"] for u in usage if TaskState(u["state"]) in ACTIVE_TASK_STATES}
+        plan = self.autoscaler.tick(
+            demand_from_requests(self.last_unplaced, self.last_pending),
+            slice_usage_from_workers(workers, busy_workers),
+        )
+        gone = [w for t in plan.terminates for w in t.worker_ids]
+        if gone:
+            # Terminated slices take their workers with them: drop them now, not after a grace period.
+            now = self.clock()
+            with self.db.transaction() as cur:
+                for worker_id in gone:
+                    self._reap_worker(cur, worker_id, "its slice was scaled down", now)
+            for worker_id in gone:
+                self.health.forget(worker_id)
 
     # ------------------------------------------------------------ KUBERNETES seams
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import uvicorn
 
+from iris.cluster.config import ClusterConfig, load_cluster_config
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller
 from iris.cluster.controller.service import create_app
@@ -49,7 +50,9 @@ def serve(
     sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]
     url = f"http://{host}:{bound_port}"
-    controller.controller_url = url
+    controller.set_url(url)
+    if controller.autoscaler is not None:
+        controller.autoscaler.controller_url = url
     app = create_app(controller, dashboard_dir=DASHBOARD_DIR)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_keep_alive=120, lifespan="off"
@@ -83,38 +86,77 @@ def build_controller(
     image: str | None = None,
     tick_interval_s: float = 1.0,
     worker_grace_s: float = 10.0,
-    autoscaler: Any | None = None,
+    config: ClusterConfig | None = None,
 ) -> Controller:
+    """The controller a command line (and optionally a cluster config file) describes."""
     state_dir.mkdir(parents=True, exist_ok=True)
     if backend in ("worker", BackendKind.WORKER.value):
+        autoscaler = None
+        backend_id, display_name = "local-workers", "Iris workers"
+        if config is not None:
+            backend_id = config.backend.backend_id
+            display_name = config.backend.display_name or config.name
         descriptor = BackendDescriptor(
-            backend_id="local-workers",
+            backend_id=backend_id,
             kind=BackendKind.WORKER,
-            display_name="Iris workers",
-            scale_groups=frozenset(getattr(autoscaler, "group_names", ()) or ()),
+            display_name=display_name,
+            scale_groups=frozenset(config.scale_groups) if config is not None else frozenset(),
         )
-        return create_controller(
-            descriptor,
-            state_dir=state_dir,
-            autoscaler=autoscaler,
-            tick_interval_s=tick_interval_s,
-            worker_grace_s=worker_grace_s,
+        controller = create_controller(
+            descriptor, state_dir=state_dir, tick_interval_s=tick_interval_s, worker_grace_s=worker_grace_s
         )
+        if config is not None and config.scale_groups:
+            autoscaler = _build_autoscaler(controller, config, state_dir)
+            controller.autoscaler = autoscaler
+            controller.autoscale_interval_s = config.defaults.autoscaler.evaluation_interval_s
+        return controller
     from iris.cluster.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 
-    settings: dict[str, Any] = {"namespace": namespace, "local_queue": queue, "kubeconfig": kubeconfig}
+    settings: dict[str, Any] = dict((config.backend.kubernetes or {}) if config is not None else {})
+    settings.setdefault("namespace", namespace)
+    settings.setdefault("local_queue", queue)
+    if kubeconfig:
+        settings["kubeconfig"] = kubeconfig
     if image:
         settings["default_image"] = image
-    if kubeconfig is None:
+    if not settings.get("kubeconfig"):
         settings["in_cluster"] = True
-    config = KubernetesBackendConfig(**{k: v for k, v in settings.items() if v is not None})
+    k8s_config = KubernetesBackendConfig(**settings)
     descriptor = BackendDescriptor(
-        backend_id="kubernetes", kind=BackendKind.KUBERNETES, display_name="Kubernetes (Kueue)"
+        backend_id=config.backend.backend_id if config is not None else "kubernetes",
+        kind=BackendKind.KUBERNETES,
+        display_name=(config.backend.display_name if config is not None else "") or "Kubernetes (Kueue)",
     )
-    pod_backend = KubernetesBackend(config, controller_url="", backend_id=descriptor.backend_id)
+    pod_backend = KubernetesBackend(k8s_config, controller_url="", backend_id=descriptor.backend_id)
     return create_controller(
         descriptor, state_dir=state_dir, pod_backend=pod_backend, tick_interval_s=tick_interval_s
     )
+
+
+def _build_autoscaler(controller: Controller, config: ClusterConfig, state_dir: Path) -> Any:
+    from iris.cluster.controller import store
+    from iris.cluster.controller.autoscaler import Autoscaler, AutoscalerStore
+    from iris.cluster.platforms.factory import make_platform
+
+    def registered_workers() -> list[tuple[str, str]]:
+        with controller.db.read() as cur:
+            return [(w.worker_id, w.address) for w in store.list_workers(cur)]
+
+    platform = make_platform(
+        config.platform,
+        state_dir / "platform",
+        registered_workers=registered_workers,
+        reregister_after_s=config.defaults.worker.reregister_after_s,
+    )
+    return Autoscaler.from_config(
+        config, platform, AutoscalerStore(controller.db.connection, controller.db.lock)
+    )
+
+
+def configure_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "httpx2", "httpcore"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=10000)
-    parser.add_argument("--state-dir", type=Path, default=Path.home() / ".iris" / "controller")
+    parser.add_argument(
+        "--state-dir", type=Path, help="where the SQLite database lives (default ~/.iris/controller)"
+    )
     parser.add_argument("--ready-file", type=Path)
     parser.add_argument("--backend", choices=["worker", "kubernetes"], default="worker")
     parser.add_argument("--kubeconfig")
@@ -133,17 +177,31 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queue", default="iris")
     parser.add_argument("--tick", type=float, default=1.0)
     parser.add_argument("--worker-grace", type=float, default=10.0)
+    parser.add_argument(
+        "--config", type=Path, help="cluster config file (YAML); its scale groups enable the autoscaler"
+    )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    config = load_cluster_config(args.config) if args.config else None
+    backend = args.backend
+    tick, grace = args.tick, args.worker_grace
+    if config is not None:
+        backend = "kubernetes" if config.backend.kind == "kubernetes" else backend
+        tick = config.defaults.worker.reconcile_interval_s
+        grace = config.defaults.worker.unreachable_grace_s
+    state_dir = args.state_dir or (
+        config.controller.state_dir if config else Path.home() / ".iris" / "controller"
+    )
     controller = build_controller(
-        backend=args.backend,
-        state_dir=args.state_dir,
+        backend=backend,
+        state_dir=Path(state_dir).expanduser(),
         kubeconfig=args.kubeconfig,
         namespace=args.namespace,
         queue=args.queue,
-        tick_interval_s=args.tick,
-        worker_grace_s=args.worker_grace,
+        tick_interval_s=tick,
+        worker_grace_s=grace,
+        config=config,
     )
     try:
         serve(controller, host=args.host, port=args.port, ready_file=args.ready_file)
