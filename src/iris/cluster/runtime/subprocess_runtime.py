@@ -385,6 +385,7 @@ class SubprocessRuntime:
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = TaskState.FAILED, code, error
             attempt.finished_at = time.time()
+            attempt.spec = None
             attempt.released = True
             self._retained.append(attempt.uid)
             self._changed.notify_all()
@@ -451,6 +452,7 @@ class SubprocessRuntime:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, outcome.exit_code, outcome.error
             attempt.finished_at = time.time()
             attempt.deadline = attempt.escalate_at = None
+            attempt.spec = None  # a finished attempt is kept for a while: drop its (maybe large) payload
             if released:
                 self._release_locked(attempt)
             self._changed.notify_all()

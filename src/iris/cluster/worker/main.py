@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import resource
 import signal
 import socket
 import threading
@@ -60,6 +61,18 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def raise_open_file_limit() -> None:
+    """Each running attempt holds four fds (two pipes, a pidfd, its log): allow as many as the hard limit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        try:
+            resource.setrlimit(
+                resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard)
+            )
+        except (ValueError, OSError):
+            logger.warning("could not raise the open-file limit above %d", soft)
+
+
 def run_worker(config: WorkerConfig) -> int:
     """Serve until SIGTERM/SIGINT; then kill every attempt and return 0.
 
@@ -67,6 +80,7 @@ def run_worker(config: WorkerConfig) -> int:
     """
     if config.ready_file is not None:
         config.ready_file.unlink(missing_ok=True)  # a stale file from a killed run must not look ready
+    raise_open_file_limit()
     sock = listen(config.host, config.port)
     port = sock.getsockname()[1]
     worker_id = config.worker_id or default_worker_id(port)
