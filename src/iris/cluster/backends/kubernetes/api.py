@@ -23,6 +23,9 @@ from lightkube.types import CascadeType, OnErrorAction, OnErrorResult
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
 
 logger = logging.getLogger(__name__)
+# httpx2 logs every request at INFO: one line per pod per round would drown the controller's log.
+if logging.getLogger("httpx2").level == logging.NOTSET:
+    logging.getLogger("httpx2").setLevel(logging.WARNING)
 
 KUEUE_GROUP = "kueue.x-k8s.io"
 # Newest first: Kueue >= 0.15 stores v1beta2, older releases serve only v1beta1.
@@ -149,7 +152,12 @@ class KubeApi:
         raise KubeApiError(410, "Expired", "pod listing kept expiring; the API server is overloaded")
 
     def watch_pods(
-        self, labels: dict[str, str], *, should_stop: Callable[[], bool], server_timeout_s: int = 60
+        self,
+        labels: dict[str, str],
+        *,
+        should_stop: Callable[[], bool],
+        server_timeout_s: int = 60,
+        resource_version: str | None = None,
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """(event type, pod) for every change to matching pods, reconnecting after errors
         (resuming from the last resourceVersion, or from scratch after 410 Gone) until
@@ -162,7 +170,12 @@ class KubeApi:
             return OnErrorResult(OnErrorAction.RETRY, sleep=min(5.0, 0.2 * count))
 
         events = self._client.watch(
-            Pod, namespace=self.namespace, labels=labels, server_timeout=server_timeout_s, on_error=on_error
+            Pod,
+            namespace=self.namespace,
+            labels=labels,
+            server_timeout=server_timeout_s,
+            resource_version=resource_version,
+            on_error=on_error,
         )
         for kind, obj in events:
             yield kind, dict(obj)

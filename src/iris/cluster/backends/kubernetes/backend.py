@@ -181,19 +181,29 @@ class KubernetesBackend:
         self._watcher.start()
 
     def _watch_loop(self, api: KubeApi, on_change: Callable[[], None]) -> None:
+        resource_version: str | None = None
+        failures = 0
         while not self._closing.is_set():
             try:
                 events = api.watch_pods(
-                    self._selector, should_stop=self._closing.is_set, server_timeout_s=WATCH_SERVER_TIMEOUT_S
+                    self._selector,
+                    should_stop=self._closing.is_set,
+                    server_timeout_s=WATCH_SERVER_TIMEOUT_S,
+                    resource_version=resource_version,
                 )
-                for kind, _pod in events:
+                for kind, pod in events:
+                    failures = 0
+                    resource_version = (pod.get("metadata") or {}).get("resourceVersion") or resource_version
                     if kind != "BOOKMARK":
                         on_change()
             except Exception as exc:  # the hint must outlive any API hiccup
                 if self._closing.is_set():
                     return
-                logger.warning("pod watch failed, restarting: %s", exc)
-                self._closing.wait(1.0)
+                failures += 1
+                # A stale pooled connection fails once and is replaced: only repeated failures matter.
+                log = logger.warning if failures >= 3 else logger.debug
+                log("pod watch interrupted (%d in a row), resuming: %s", failures, exc)
+                self._closing.wait(min(5.0, 0.1 * 2**failures) if failures > 1 else 0.0)
 
     # ------------------------------------------------------------ task RPCs
 
