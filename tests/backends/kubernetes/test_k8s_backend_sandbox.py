@@ -22,6 +22,7 @@ from iris.cluster.backends.kubernetes.manifests import manifests_yaml, render_ma
 from iris.cluster.backends.kubernetes.naming import pod_name
 from iris.cluster.controller.backend import TaskTarget
 from iris.rpc.enums import TaskState
+from iris.rpc.errors import NotFound, Unavailable
 from iris.rpc.models import AttemptObservation, CoschedulingConfig, DesiredAttempt, Entrypoint, ResourceSpec
 from iris.testing.fake_apiserver import PODS
 from iris.testing.k8s_sandbox import Sandbox, start_sandbox
@@ -289,3 +290,24 @@ def test_process_status_shows_the_pod(sandbox: Sandbox, backend: KubernetesBacke
     assert status["phase"] == "Running" and status["state"] == "RUNNING"
     assert status["node"] in ("node-0", "node-1")
     assert yaml.safe_dump(status)  # plain data, ready for JSON/YAML
+
+
+def test_exec_runs_in_the_task_container_or_fails_clearly(
+    sandbox: Sandbox, backend: KubernetesBackend
+) -> None:
+    """pods/exec is a websocket upgrade; where the API server does not serve it, the error says so."""
+    uid, task = "cccccccccccccccc", "/alice/exec/0"
+    until(
+        backend,
+        [run(uid, run_spec(uid, task=task, argv=(PY, "-c", "import time; time.sleep(60)")))],
+        uid,
+        TaskState.RUNNING,
+    )
+    try:
+        result = backend.exec(TaskTarget(attempt_uid=uid), task, ["echo", "hi"], timeout_s=10)
+    except Unavailable as err:
+        assert f"exec in pod {pod_name(task, uid)} failed" in err.message
+    else:
+        assert (result.exit_code, result.stdout) == (0, "hi\n")
+    with pytest.raises(NotFound):
+        backend.exec(TaskTarget(attempt_uid="dddddddddddddddd"), task, ["true"])

@@ -278,7 +278,7 @@ class KubernetesBackend:
         try:
             return self._api.exec(name, TASK_CONTAINER, argv, timeout_s)
         except KubeApiError as err:
-            if err.status == 404:
+            if self._get_quietly(name) is None:
                 raise NotFound(f"pod {name} does not exist") from err
             raise Unavailable(f"exec in pod {name} failed: {err}") from err
 
