@@ -284,6 +284,13 @@ def cluster_status(obj: Ctx, as_json: bool) -> None:
             )
         console.print()
         console.print(t)
+        recent = view.get("actions", [])[-8:]
+        if recent:
+            console.print("\n[bold]recent scaling actions[/bold]")
+            for a in recent:
+                console.print(
+                    f"  {ago(a['ts']):>8}  {a['group']}  {a['action']} {a.get('slice_id') or ''}: {a.get('reason', '')}"
+                )
 
 
 # ---------------------------------------------------------------- jobs

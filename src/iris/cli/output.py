@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -13,8 +14,16 @@ from rich.table import Table
 
 from iris.rpc.units import format_bytes, format_cpu
 
-console = Console(soft_wrap=True)
-err_console = Console(stderr=True, soft_wrap=True)
+
+def _width(stream: object) -> int | None:
+    """Terminals report their width; for pipes and files use $COLUMNS or a wide default, not 80."""
+    if getattr(stream, "isatty", lambda: False)():
+        return None
+    return int(os.environ.get("COLUMNS", "200"))
+
+
+console = Console(soft_wrap=True, width=_width(sys.stdout))
+err_console = Console(stderr=True, soft_wrap=True, width=_width(sys.stderr))
 
 STATE_STYLE = {
     "SUCCEEDED": "green",
