@@ -35,7 +35,13 @@ spec:
 
 
 def kubectl(kubeconfig: Path, *args: str, stdin: str | None = None) -> str:
-    done = subprocess.run([KUBECTL, "--kubeconfig", str(kubeconfig), *args], input=stdin, capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [KUBECTL, "--kubeconfig", str(kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -46,8 +52,20 @@ def test_a_queued_pod_runs_to_completion(tmp_path: Path) -> None:
         assert sandbox.server_url.startswith("https://")
         nodes = kubectl(sandbox.kubeconfig_path, "get", "nodes", "-o", "name").split()
         assert nodes == ["node/node-0", "node/node-1"]
-        kubectl(sandbox.kubeconfig_path, "create", "-f", "-", stdin=JOB.format(name="hello", script="echo hello from $HOSTNAME", cpu="1"))
-        kubectl(sandbox.kubeconfig_path, "create", "-f", "-", stdin=JOB.format(name="toobig", script="true", cpu="8"))
+        kubectl(
+            sandbox.kubeconfig_path,
+            "create",
+            "-f",
+            "-",
+            stdin=JOB.format(name="hello", script="echo hello from $HOSTNAME", cpu="1"),
+        )
+        kubectl(
+            sandbox.kubeconfig_path,
+            "create",
+            "-f",
+            "-",
+            stdin=JOB.format(name="toobig", script="true", cpu="8"),
+        )
 
         def phase(name: str) -> str:
             return kubectl(sandbox.kubeconfig_path, "get", "pod", name, "-o", "jsonpath={.status.phase}")
@@ -55,7 +73,9 @@ def test_a_queued_pod_runs_to_completion(tmp_path: Path) -> None:
         wait_until(lambda: phase("hello") == "Succeeded", timeout=15, what="hello Succeeded")
         assert kubectl(sandbox.kubeconfig_path, "logs", "hello") == "hello from hello\n"
         workloads = json.loads(kubectl(sandbox.kubeconfig_path, "get", "workloads", "-o", "json"))["items"]
-        messages = {w["metadata"]["name"]: [c.get("message") for c in w["status"]["conditions"]] for w in workloads}
+        messages = {
+            w["metadata"]["name"]: [c.get("message") for c in w["status"]["conditions"]] for w in workloads
+        }
         toobig = next(m for name, m in messages.items() if name.startswith("pod-toobig"))
         assert toobig == [
             "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, request > maximum capacity (8 > 4)"
@@ -71,19 +91,37 @@ def test_stop_kills_running_pods(tmp_path: Path) -> None:
         sandbox.namespace,
         {
             "metadata": {"name": "forever", "labels": {"kueue.x-k8s.io/queue-name": "iris"}},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "task", "image": "busybox", "command": ["sleep", "300"]}]},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "task", "image": "busybox", "command": ["sleep", "300"]}],
+            },
         },
     )
-    pid = wait_until(lambda: sandbox.kubelet.pid_of(sandbox.namespace, "forever"), timeout=10, what="pod running")
+    pid = wait_until(
+        lambda: sandbox.kubelet.pid_of(sandbox.namespace, "forever"), timeout=10, what="pod running"
+    )
     sandbox.stop()
-    wait_until(lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2], timeout=5)
+    wait_until(
+        lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+        timeout=5,
+    )
 
 
 @needs_kubectl
 def test_command_line_runs_until_sigterm(tmp_path: Path) -> None:
     ready = tmp_path / "ready.json"
     process = subprocess.Popen(
-        [sys.executable, "-m", "iris.testing.k8s_sandbox", "--state-dir", str(tmp_path / "state"), "--ready-file", str(ready), "--nodes", "2"],
+        [
+            sys.executable,
+            "-m",
+            "iris.testing.k8s_sandbox",
+            "--state-dir",
+            str(tmp_path / "state"),
+            "--ready-file",
+            str(ready),
+            "--nodes",
+            "2",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -91,7 +129,10 @@ def test_command_line_runs_until_sigterm(tmp_path: Path) -> None:
         wait_until(ready.exists, timeout=20, what="ready file")
         info = json.loads(ready.read_text())
         assert info["namespace"] == "iris" and info["pid"] == process.pid
-        assert kubectl(Path(info["kubeconfig"]), "get", "localqueues", "-o", "name").strip() == "localqueue.kueue.x-k8s.io/iris"
+        assert (
+            kubectl(Path(info["kubeconfig"]), "get", "localqueues", "-o", "name").strip()
+            == "localqueue.kueue.x-k8s.io/iris"
+        )
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=10) == 0

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import wait_until
 
 from iris.testing.conditions import get_condition
-from iris.testing.fake_apiserver import NAMESPACES, PODS, FakeApiServer
+from iris.testing.fake_apiserver import EVENTS, NAMESPACES, PODS, FakeApiServer
 from iris.testing.kubelet_sim import KubeletSimulator, NodeSpec
 
 NS = "work"
@@ -139,6 +139,10 @@ def test_node_selector_mismatch_stays_pending_with_reason(
         == "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."
     )
     assert phase(server, "picky") == "Pending" and "nodeName" not in current(server, "picky")["spec"]
+    events = server.store.list(
+        EVENTS, NS, field_selector="involvedObject.name=picky,reason=FailedScheduling"
+    ).items
+    assert [e["message"] for e in events] == [condition["message"]], "explained once, in an Event too"
 
 
 def test_missing_image_backs_off(cluster: tuple[FakeApiServer, KubeletSimulator]) -> None:

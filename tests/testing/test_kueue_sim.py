@@ -11,6 +11,7 @@ from tests.conftest import wait_until
 from iris.testing.conditions import get_condition
 from iris.testing.fake_apiserver import (
     CLUSTER_QUEUES,
+    EVENTS,
     LOCAL_QUEUES,
     NAMESPACES,
     PODS,
@@ -160,10 +161,8 @@ def test_group_that_cannot_fit_stays_gated_whole(cluster: tuple[FakeApiServer, K
     server, _ = cluster
     for i in range(3):
         create_pod(server, f"big-{i}", "2", group="big", total=3)
-    message = wait_until(lambda: quota_message(server, "big"), timeout=5)
-    assert (
-        "insufficient quota for cpu in flavor default-flavor, request > maximum capacity (6 > 4)" in message
-    )
+    expected = "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default-flavor, request > maximum capacity (6 > 4)"
+    wait_until(lambda: quota_message(server, "big") == expected, timeout=5, what="the group's quota message")
     assert all(gated(server, f"big-{i}") for i in range(3))
 
 
@@ -185,6 +184,8 @@ def test_higher_priority_group_evicts_a_lower_one(cluster: tuple[FakeApiServer, 
     events.close()
     assert set(disrupted) == {"low-0", "low-1"}
     assert {c["reason"] for c in disrupted.values()} == {"PreemptionByKueue"}
+    preempted = server.store.list(EVENTS, NS, field_selector="reason=Preempted").items
+    assert sorted(e["involvedObject"]["name"] for e in preempted) == ["low-0", "low-1"]
 
 
 def test_evict_api_takes_the_whole_group(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
@@ -204,3 +205,13 @@ def test_unknown_local_queue_is_explained(cluster: tuple[FakeApiServer, KueueSim
     create_pod(server, "lost", "1", queue="nope")
     name = kueue.workload_name_for(wait_until(lambda: pod(server, "lost")))
     assert wait_until(lambda: quota_message(server, name), timeout=5) == "LocalQueue nope doesn't exist"
+
+
+def test_a_deleted_workload_object_is_mirrored_again(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
+    server, kueue = cluster
+    create_pod(server, "w", "8")  # never fits: stays pending with a message
+    name = kueue.workload_name_for(wait_until(lambda: pod(server, "w")))
+    wait_until(lambda: quota_message(server, name), timeout=5)
+    server.store.delete(WORKLOADS, NS, name)
+    create_pod(server, "nudge", "1")  # any change makes Kueue look again
+    assert "request > maximum capacity (8 > 4)" in wait_until(lambda: quota_message(server, name), timeout=5)

@@ -13,6 +13,8 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
 
+from iris.testing.fake_apiserver import FakeApiServer
+
 Workload = create_namespaced_resource("kueue.x-k8s.io", "v1beta1", "Workload", "workloads")
 ClusterQueue = create_global_resource("kueue.x-k8s.io", "v1beta1", "ClusterQueue", "clusterqueues")
 
@@ -88,16 +90,19 @@ def test_generic_kueue_resources_and_server_side_apply(kube: Client, namespace: 
     assert [w.metadata.name for w in kube.list(Workload, namespace=namespace)] == ["w"]
 
 
-def test_watch_and_list_pagination(kube: Client, namespace: str) -> None:
+def test_watch_and_list_pagination(kube: Client, namespace: str, api_server: FakeApiServer) -> None:
     for i in range(5):
         kube.create(ConfigMap(metadata=ObjectMeta(name=f"cm-{i}")), namespace=namespace)
     paged = kube.list(ConfigMap, namespace=namespace, chunk_size=2)
     assert [c.metadata.name for c in paged] == [f"cm-{i}" for i in range(5)]
+    start = str(api_server.store.resource_version)
     events: list[tuple[str, str]] = []
     got_delete = threading.Event()
 
     def consume() -> None:
-        for kind, obj in kube.watch(ConfigMap, namespace=namespace, labels={"w": "1"}, server_timeout=10):
+        for kind, obj in kube.watch(
+            ConfigMap, namespace=namespace, labels={"w": "1"}, server_timeout=10, resource_version=start
+        ):
             events.append((kind, obj.metadata.name))
             if kind == "DELETED":
                 got_delete.set()

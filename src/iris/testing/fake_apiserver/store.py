@@ -193,6 +193,10 @@ class ObjectStore:
             raise errors.not_found(resource, name)
         return copy.deepcopy(obj) if copy_result else obj
 
+    def exists(self, resource: ResourceType, namespace: str | None, name: str) -> bool:
+        with self.lock:
+            return self._key(resource, namespace, name) in self._objects[resource.key]
+
     def try_get(self, resource: ResourceType, namespace: str | None, name: str) -> dict[str, Any] | None:
         try:
             return self.get(resource, namespace, name)

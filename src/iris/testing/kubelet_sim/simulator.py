@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from iris.testing.conditions import get_condition
+from iris.testing.events import record_pod_event
 from iris.testing.fake_apiserver import NODES, PODS, ApiError, FakeApiServer, ResourceType, utc_timestamp
 from iris.testing.informer import Informer
 from iris.testing.k8s_quantity import parse_quantity, pod_requests
@@ -132,7 +133,7 @@ class KubeletSimulator:
             try:
                 self.run_cycle()
             except ApiError as exc:
-                log.debug("kubelet-sim cycle: %s", exc)
+                log.warning("kubelet-sim cycle: %s", exc.message)
                 self._stopping.wait(0.05)
                 self._wakeup.set()
             except Exception:
@@ -217,6 +218,9 @@ class KubeletSimulator:
         current = get_condition(pod, "PodScheduled")
         if current is None or current.get("reason") != "Unschedulable" or current.get("message") != message:
             self._write_status(pod, lambda status, _current: pod_status.unschedulable(status, message))
+            record_pod_event(
+                self.server.store, pod, "Warning", "FailedScheduling", message, "default-scheduler"
+            )
 
     # ----- kubelet ------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from fractions import Fraction
 from typing import Any
 
 from iris.testing.conditions import set_condition
+from iris.testing.events import record_pod_event
 from iris.testing.fake_apiserver import (
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
@@ -161,7 +162,7 @@ class KueueSimulator:
             try:
                 self.run_cycle()
             except ApiError as exc:  # a write raced with a client: look again shortly
-                log.debug("kueue-sim cycle: %s", exc)
+                log.warning("kueue-sim cycle: %s", exc.message)
                 self._stopping.wait(0.05)
                 self._wakeup.set()
             except Exception:
@@ -383,6 +384,7 @@ class KueueSimulator:
 
             try:
                 store.update(PODS, meta["namespace"], meta["name"], mark, subresource="status")
+                record_pod_event(store, pod, "Normal", reason, message, "kueue-admission")
                 store.delete(PODS, meta["namespace"], meta["name"])
                 deleted.append(meta["name"])
             except ApiError as exc:
@@ -446,13 +448,14 @@ class KueueSimulator:
     def _write_workload(
         self, workload: _Workload, pods: list[dict[str, Any]], pending_message: str | None
     ) -> None:
+        """Mirror the workload's state into its Workload object (recreated if someone deleted it)."""
         status = self._workload_status(workload, pods, pending_message)
-        if status == workload.written:
-            return
         store = self.server.store
-        if workload.written is None and store.try_get(WORKLOADS, workload.namespace, workload.name) is None:
-            first = pods[0]
-            store.create(WORKLOADS, workload.namespace, self._workload_object(workload, first, pods))
+        exists = store.exists(WORKLOADS, workload.namespace, workload.name)
+        if status == workload.written and exists:
+            return
+        if not exists:
+            store.create(WORKLOADS, workload.namespace, self._workload_object(workload, pods[0], pods))
         store.update(
             WORKLOADS,
             workload.namespace,
