@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from iris.cluster.backends.kubernetes.api import ExecResult, KubeApi, KubeApiError
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
@@ -48,6 +48,8 @@ from iris.rpc.errors import InvalidArgument, NotFound, Unavailable
 from iris.rpc.models import AttemptObservation, DesiredAttempt, LogLine, LogsResponse
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 # How often Kueue Workloads are re-read to explain gated pods (reads, never on the write path).
 KUEUE_REFRESH_S = 2.0
@@ -102,14 +104,14 @@ class KubernetesBackend:
             kueue_reasons=reasons,
         )
         created = dict(self._run_all(self._create, plan.creates))
-        for _ in self._run_all(self._delete, plan.deletes):
-            pass
+        self._run_all(self._delete, plan.deletes)
         return [plan.observations.get(uid) or created[uid] for uid in plan.order]
 
-    def _run_all(self, fn: Any, items: Sequence[Any]) -> Iterator[Any]:
+    def _run_all(self, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
+        """Apply ``fn`` to every item, concurrently over the connection pool when there are several."""
         if len(items) <= 1:
-            return iter([fn(item) for item in items])
-        return self._pool.map(fn, items)
+            return [fn(item) for item in items]
+        return list(self._pool.map(fn, items))
 
     def _create(self, item: PodCreate) -> tuple[str, AttemptObservation]:
         uid = item.attempt_uid
