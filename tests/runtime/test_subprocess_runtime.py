@@ -329,3 +329,14 @@ def test_escapee_holding_the_output_pipe_is_found_and_killed(
         (line.stream, line.line) for line in runtime.read_logs(spec.attempt_uid).lines
     ]
     wait_until(lambda: not pid_alive(holder), timeout=5)
+
+
+def test_a_batch_start_reads_as_building_until_running(runtime: SubprocessRuntime) -> None:
+    specs = [make_spec("sleep", "30") for _ in range(12)]
+    runtime.start_many(specs, wait_s=0)
+    states = {runtime.snapshot(s.attempt_uid).state for s in specs}
+    assert states <= {TaskState.BUILDING, TaskState.RUNNING}
+    assert runtime.wait_for(
+        lambda: all(runtime.snapshot(s.attempt_uid).state is TaskState.RUNNING for s in specs), 15
+    )
+    assert all(runtime.snapshot(s.attempt_uid).started_at is not None for s in specs)

@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -171,33 +172,48 @@ class SubprocessRuntime:
 
     def start(self, spec: RunSpec) -> AttemptSnapshot:
         """Start an attempt (idempotent per uid). Returns once the process is running or failed to start."""
+        attempt = self._admit(spec)
+        if attempt is not None:
+            self._start_admitted(attempt)
+        snapshot = self.snapshot(spec.attempt_uid)
+        assert snapshot is not None  # admitted, known before, or recorded as a failure
+        return snapshot
+
+    def start_many(self, specs: Sequence[RunSpec], wait_s: float = 1.0) -> None:
+        """Start several attempts at once, waiting at most ``wait_s`` for them to be running.
+
+        Process creation mostly waits on the kernel (and drops the GIL), so a few starter threads
+        bring a batch up several times faster than one by one. Attempts still starting after
+        ``wait_s`` read as BUILDING and report through ``on_change`` once running.
+        """
+        admitted = [attempt for attempt in map(self._admit, specs) if attempt is not None]
+        if len(admitted) == 1:
+            self._start_admitted(admitted[0])
+        elif admitted:
+            wait_futures([self._starters.submit(self._start_admitted, a) for a in admitted], timeout=wait_s)
+
+    def _admit(self, spec: RunSpec) -> _Attempt | None:
+        """Record a new attempt as BUILDING; None if it is already known (or refused at once)."""
         uid = spec.attempt_uid
         if not SAFE_UID.match(uid):
-            return self.record_failure(uid, f"attempt uid {uid!r} is not a plain name")
+            self.record_failure(uid, f"attempt uid {uid!r} is not a plain name")
+            return None
         if self._closing:
-            return self.record_failure(uid, "the worker is shutting down")
+            self.record_failure(uid, "the worker is shutting down")
+            return None
         with self._lock:
-            existing = self._attempts.get(uid)
-            if existing is not None:
-                return existing.snapshot()
+            if uid in self._attempts:
+                return None
             attempt = _Attempt(uid, spec, self.attempts_dir / uid)
             self._attempts[uid] = attempt
-            taken = {port for a in self._attempts.values() if not a.terminal for port in a.ports.values()}
+            return attempt
+
+    def _start_admitted(self, attempt: _Attempt) -> None:
         try:
-            self._launch(attempt, taken)
+            self._launch(attempt)
         except Exception as exc:  # noqa: BLE001 - any start failure becomes a FAILED attempt
             self._fail_start(attempt, exc)
-        self._notify(uid)
-        return attempt.snapshot()
-
-    def start_many(self, specs: Sequence[RunSpec]) -> None:
-        """Start several attempts at once. Process creation mostly waits on the kernel (and drops the
-        GIL), so a few starter threads bring a batch up several times faster than one by one."""
-        if len(specs) <= 1:
-            for spec in specs:
-                self.start(spec)
-            return
-        list(self._starters.map(self.start, specs))
+        self._notify(attempt.uid)
 
     def record_failure(self, attempt_uid: str, error: str) -> AttemptSnapshot:
         """Remember an attempt that could not even be prepared, as FAILED and released."""
@@ -293,7 +309,7 @@ class SubprocessRuntime:
 
     # ------------------------------------------------------------------ starting
 
-    def _launch(self, attempt: _Attempt, taken_ports: set[int]) -> None:
+    def _launch(self, attempt: _Attempt) -> None:
         spec = attempt.spec
         assert spec is not None and attempt.dir is not None
         try:
@@ -305,7 +321,9 @@ class SubprocessRuntime:
         os.mkdir(work_dir)
         attempt.log = AttemptLogWriter(attempt.dir / "log.jsonl")
         argv = self._argv(spec, attempt.dir)
-        ports = allocate_ports(spec.ports, taken_ports)
+        with self._lock:  # concurrent starts must not hand out the same port twice
+            taken = {port for a in self._attempts.values() if not a.terminal for port in a.ports.values()}
+            attempt.ports = ports = allocate_ports(spec.ports, taken)
         env = build_attempt_env(
             self._base_env,
             spec,
@@ -349,7 +367,6 @@ class SubprocessRuntime:
         with self._lock:
             attempt.popen = popen
             attempt.pgid = popen.pid
-            attempt.ports = ports
             attempt.open_fds = {out_r: "stdout", err_r: "stderr"}
             attempt.state = TaskState.RUNNING
             attempt.started_at = time.time()
