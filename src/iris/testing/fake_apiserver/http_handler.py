@@ -87,6 +87,7 @@ def _int_param(query: dict[str, str], name: str) -> int | None:
 class ApiRequestHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: ApiHttpServer
+    _streaming = False
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         pass
@@ -121,6 +122,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         self._send_json(error.code, error.status())
 
     def _start_stream(self, content_type: str) -> None:
+        self._streaming = True
         self.send_response(200)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
@@ -190,6 +192,7 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         self._dispatch("DELETE")
 
     def _dispatch(self, method: str) -> None:
+        self._streaming = False
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         path = url.path.rstrip("/") or "/"
@@ -212,14 +215,15 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
                 "DELETE": self._delete,
             }[method]
             handler(route, query, body)
-        except ApiError as exc:
-            self._send_error(exc)
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # noqa: BLE001 - an API server answers 500, it does not die
-            self._send_error(
-                ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}")
-            )
+            if self._streaming:  # headers are out: all that is left is to end the stream
+                self.close_connection = True
+                return
+            if not isinstance(exc, ApiError):
+                exc = ApiError(500, "InternalError", f"Internal error occurred: {type(exc).__name__}: {exc}")
+            self._send_error(exc)
 
     def _discovery(self, path: str) -> Any:
         registry = self.api.registry

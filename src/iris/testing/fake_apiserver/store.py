@@ -38,7 +38,13 @@ from iris.testing.fake_apiserver.selectors import (
     parse_label_selector,
 )
 from iris.testing.fake_apiserver.subscriptions import Subscription, WatchEvent
-from iris.testing.fake_apiserver.validation import validate_object, validate_pod_create, validate_update
+from iris.testing.fake_apiserver.validation import (
+    object_name,
+    shape_errors,
+    validate_object,
+    validate_pod_create,
+    validate_update,
+)
 
 AdmissionHook = Callable[[ResourceType, dict[str, Any]], None]
 """Called on every create with the defaulted object, which it may mutate; raise ApiError to reject."""
@@ -65,7 +71,9 @@ class ListResult:
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    return obj.setdefault("metadata", {})
+    if obj.get("metadata") is None:
+        obj["metadata"] = {}
+    return obj["metadata"]
 
 
 def _encode_continue(resource_version: int, last: tuple[str, str]) -> str:
@@ -272,6 +280,8 @@ class ObjectStore:
         obj = copy.deepcopy(body) if isinstance(body, dict) else None
         if obj is None:
             raise errors.bad_request("the request body must be a JSON object")
+        if causes := shape_errors(resource, obj):
+            raise errors.invalid(resource, object_name(obj), causes)
         self._check_type(resource, obj)
         meta = _meta(obj)
         if resource.namespaced:
@@ -429,7 +439,9 @@ class ObjectStore:
         """PUT semantics."""
         if not isinstance(body, dict):
             raise errors.bad_request("the request body must be a JSON object")
-        body_name = (body.get("metadata") or {}).get("name")
+        if causes := shape_errors(resource, body):
+            raise errors.invalid(resource, name, causes)
+        body_name = object_name(body)
         if body_name and body_name != name:
             raise errors.bad_request(
                 f"the name of the object ({body_name}) does not match the name on the URL ({name})"
@@ -512,6 +524,8 @@ class ObjectStore:
     ) -> dict[str, Any]:
         cur_meta = current["metadata"]
         name = cur_meta["name"]
+        if causes := shape_errors(resource, new):
+            raise errors.invalid(resource, name, causes)
         new_meta = _meta(new)
         expected_rv = new_meta.get("resourceVersion")
         if expected_rv not in (None, "", cur_meta["resourceVersion"]):

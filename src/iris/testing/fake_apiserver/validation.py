@@ -24,6 +24,113 @@ _RESTART_POLICIES = ("Always", "OnFailure", "Never")
 _MUTABLE_POD_SPEC_FIELDS = ("activeDeadlineSeconds", "tolerations", "schedulingGates")
 
 
+def _is_str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _is_list_of(value: Any, kind: type) -> bool:
+    return isinstance(value, list) and all(isinstance(item, kind) for item in value)
+
+
+def _container_shape(where: str, container: dict[str, Any]) -> list[str]:
+    causes = []
+    for field in ("name", "image", "workingDir", "imagePullPolicy", "restartPolicy"):
+        if container.get(field) is not None and not isinstance(container[field], str):
+            causes.append(f"{where}.{field}: Invalid value: must be a string")
+    for field in ("command", "args"):
+        if container.get(field) is not None and not _is_list_of(container[field], str):
+            causes.append(f"{where}.{field}: Invalid value: must be a list of strings")
+    for field in ("env", "envFrom", "ports", "volumeMounts"):
+        if container.get(field) is not None and not _is_list_of(container[field], dict):
+            causes.append(f"{where}.{field}: Invalid value: must be a list of objects")
+    resources = container.get("resources")
+    if resources is not None:
+        sections = (
+            [resources.get(k) for k in ("requests", "limits")] if isinstance(resources, dict) else [None]
+        )
+        if not isinstance(resources, dict) or not all(
+            s is None
+            or (
+                isinstance(s, dict)
+                and all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in s.values())
+            )
+            for s in sections
+        ):
+            causes.append(
+                f"{where}.resources: Invalid value: requests and limits must map names to quantities"
+            )
+    return causes
+
+
+def _pod_spec_shape(spec: Any) -> list[str]:
+    if not isinstance(spec, dict):
+        return ["spec: Required value: must be an object"]
+    causes = []
+    for field in ("containers", "initContainers", "schedulingGates", "tolerations", "volumes"):
+        if spec.get(field) is not None and not _is_list_of(spec[field], dict):
+            causes.append(f"spec.{field}: Invalid value: must be a list of objects")
+    for field in ("containers", "initContainers"):
+        if _is_list_of(spec.get(field), dict):
+            for index, container in enumerate(spec[field]):
+                causes += _container_shape(f"spec.{field}[{index}]", container)
+    for index, gate in enumerate(
+        spec.get("schedulingGates") or [] if _is_list_of(spec.get("schedulingGates"), dict) else []
+    ):
+        if not isinstance(gate.get("name"), str):
+            causes.append(f"spec.schedulingGates[{index}].name: Required value")
+    for field in ("restartPolicy", "priorityClassName", "nodeName", "schedulerName", "serviceAccountName"):
+        if spec.get(field) is not None and not isinstance(spec[field], str):
+            causes.append(f"spec.{field}: Invalid value: must be a string")
+    for field in ("priority", "terminationGracePeriodSeconds", "activeDeadlineSeconds"):
+        if spec.get(field) is not None and (
+            not isinstance(spec[field], int) or isinstance(spec[field], bool)
+        ):
+            causes.append(f"spec.{field}: Invalid value: must be an integer")
+    if spec.get("nodeSelector") is not None and not _is_str_map(spec["nodeSelector"]):
+        causes.append("spec.nodeSelector: Invalid value: must be a map of strings")
+    if spec.get("affinity") is not None and not isinstance(spec["affinity"], dict):
+        causes.append("spec.affinity: Invalid value: must be an object")
+    return causes
+
+
+def shape_errors(resource: ResourceType, obj: Any) -> list[str]:
+    """Type errors, caught before defaulting and validation look inside the object."""
+    if not isinstance(obj, dict):
+        return ["the object must be a JSON object"]
+    causes = []
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        causes.append("metadata: Invalid value: must be an object")
+    elif isinstance(meta, dict):
+        for field in ("name", "generateName", "namespace", "resourceVersion", "uid"):
+            if meta.get(field) is not None and not isinstance(meta[field], str):
+                causes.append(f"metadata.{field}: Invalid value: must be a string")
+        for field in ("labels", "annotations"):
+            if meta.get(field) is not None and not _is_str_map(meta[field]):
+                causes.append(f"metadata.{field}: Invalid value: must be a map of strings")
+        if meta.get("finalizers") is not None and not _is_list_of(meta["finalizers"], str):
+            causes.append("metadata.finalizers: Invalid value: must be a list of strings")
+        if meta.get("ownerReferences") is not None and not _is_list_of(meta["ownerReferences"], dict):
+            causes.append("metadata.ownerReferences: Invalid value: must be a list of objects")
+    if resource.has_status and obj.get("status") is not None and not isinstance(obj["status"], dict):
+        causes.append("status: Invalid value: must be an object")
+    if resource == PODS:
+        causes += _pod_spec_shape(obj.get("spec"))
+    if (
+        resource == PRIORITY_CLASSES
+        and obj.get("value") is not None
+        and (not isinstance(obj["value"], int) or isinstance(obj["value"], bool))
+    ):
+        causes.append("value: Invalid value: must be an integer")
+    return causes
+
+
+def object_name(obj: Any) -> str:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    name = meta.get("name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else ""
+
+
 def is_dns1123_label(name: str) -> bool:
     return len(name) <= 63 and bool(_DNS1123_LABEL.match(name))
 
