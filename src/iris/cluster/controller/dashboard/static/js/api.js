@@ -1,0 +1,88 @@
+// The controller's public HTTP API, as the dashboard uses it. Every error becomes an ApiError
+// carrying the server's message ({"error": {"code", "message"}}).
+
+import { idPath } from "./format.js";
+
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+  }
+}
+
+const listeners = new Set();
+
+/** Subscribe to connectivity changes: fn(ok: boolean, error?: Error). */
+export function onConnectivity(fn) {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+}
+
+function notify(ok, error) {
+  for (const fn of listeners) fn(ok, error);
+}
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params || {})) {
+    if (v === undefined || v === null || v === "") continue;
+    if (Array.isArray(v)) v.forEach((x) => q.append(k, String(x)));
+    else q.set(k, String(v));
+  }
+  const s = q.toString();
+  return s ? "?" + s : "";
+}
+
+async function request(method, path, params) {
+  let resp;
+  try {
+    resp = await fetch(path + query(params), {
+      method,
+      headers: { Accept: "application/json" },
+      cache: "no-store",
+    });
+  } catch (err) {
+    const e = new ApiError(0, "unreachable", `cannot reach the controller (${err.message || err})`);
+    notify(false, e);
+    throw e;
+  }
+  notify(true);
+  let body = null;
+  const text = await resp.text();
+  if (text) {
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = null;
+    }
+  }
+  if (!resp.ok) {
+    const err = body && body.error;
+    const detail = body && typeof body.detail === "string" ? body.detail : null;
+    throw new ApiError(
+      resp.status,
+      (err && err.code) || `http_${resp.status}`,
+      (err && err.message) || detail || `${method} ${path} failed with HTTP ${resp.status}`,
+    );
+  }
+  return body;
+}
+
+export const api = {
+  dashboard: () => request("GET", "/api/v1/dashboard"),
+  cluster: () => request("GET", "/api/v1/cluster"),
+  stats: () => request("GET", "/api/v1/stats"),
+  timeseries: () => request("GET", "/api/v1/timeseries"),
+  jobs: (params) => request("GET", "/api/v1/jobs", params),
+  job: (id) => request("GET", `/api/v1/jobs/${idPath(id)}`),
+  jobEvents: (id, limit = 200) => request("GET", `/api/v1/jobs/${idPath(id)}:events`, { limit }),
+  stopJob: (id) => request("POST", `/api/v1/jobs/${idPath(id)}:stop`),
+  taskLogs: (taskId, params) => request("GET", `/api/v1/tasks/${idPath(taskId)}:logs`, params),
+  scheduler: (params) => request("GET", "/api/v1/scheduler", params),
+  workers: () => request("GET", "/api/v1/workers"),
+  autoscaler: () => request("GET", "/api/v1/autoscaler"),
+  clusterOverview: () => request("GET", "/api/v1/cluster/overview"),
+  endpoints: () => request("GET", "/api/v1/endpoints"),
+};

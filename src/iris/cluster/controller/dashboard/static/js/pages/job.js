@@ -1,0 +1,374 @@
+// Job detail: summary, tasks with attempts, sub-jobs, a live log per task, events, Stop, CLI.
+
+import { api } from "../api.js";
+import { LogView } from "../components/logs.js";
+import { badge, confirmDialog, copyText, fill, h, kvList, notice, table, toast } from "../dom.js";
+import {
+  TERMINAL_JOB_STATES, TERMINAL_TASK_STATES, ancestorJobIds, cliEquivalent, fmtAgo, fmtBytes, fmtClock,
+  fmtCpu, fmtDuration, fmtTime, summarizeTaskCounts,
+} from "../format.js";
+import { Poller } from "../poll.js";
+import { jobHref, taskHref } from "../router.js";
+
+const TASK_PAGE = 200;
+
+function resources(r) {
+  if (!r) return "—";
+  const parts = [`${fmtCpu(r.cpu_millicores)} cpu`, `${fmtBytes(r.memory_bytes)} memory`];
+  if (r.disk_bytes) parts.push(`${fmtBytes(r.disk_bytes)} disk`);
+  if (r.device) parts.push(`${r.device.count}× ${r.device.type}${r.device.variant ? ` ${r.device.variant}` : ""}`);
+  return parts.join(" · ");
+}
+
+function span(start, end, now) {
+  if (start == null) return "—";
+  return fmtDuration((end ?? now) - start);
+}
+
+function breadcrumbs(jobId) {
+  const user = jobId.replace(/^\/+/, "").split("/")[0];
+  return h(
+    "nav",
+    { class: "crumbs", "aria-label": "Job tree" },
+    h("a", { href: "#/jobs" }, "Jobs"),
+    h("span", { class: "sep" }, "/"),
+    h("a", { href: `#/jobs?user=${encodeURIComponent(user)}` }, user),
+    ancestorJobIds(jobId).map((id) => [h("span", { class: "sep" }, "/"), h("a", { href: jobHref(id) }, id.split("/").pop())]),
+    h("span", { class: "sep" }, "/"),
+    h("span", { class: "here" }, jobId.split("/").pop()),
+  );
+}
+
+function attemptsList(task) {
+  if (!task.attempts || task.attempts.length === 0) return h("span", { class: "dim" }, "none yet");
+  return h(
+    "ol",
+    { class: "attempts", start: "0" },
+    task.attempts.map((a) =>
+      h(
+        "li",
+        {},
+        badge(a.state),
+        " ",
+        h("span", { class: "mono dim", title: "attempt uid" }, a.attempt_uid),
+        a.worker_id ? [" on ", h("span", { class: "mono" }, a.worker_id)] : "",
+        a.exit_code != null ? ` · exit ${a.exit_code}` : "",
+        a.started_at ? ` · ${fmtDuration((a.finished_at ?? Date.now() / 1000) - a.started_at)}` : "",
+        a.error ? [" · ", h("span", { class: "err-text" }, a.error)] : "",
+      ),
+    ),
+  );
+}
+
+export function mount(root, route) {
+  const jobId = route.id;
+  let selectedIndex = route.taskIndex;
+  let pinnedAttempt = route.query.get("attempt") || null; // null: follow the current attempt
+  let detail = null;
+  let taskPage = 0;
+  let stopped = false;
+  const openAttempts = new Set();
+
+  const header = h("div", { class: "job-head" });
+  const message = h("div", { class: "message" });
+  const summary = h("div", { class: "card summary" });
+  const cliBox = h("div", { class: "card cli" });
+  const tasksCard = h("div", { class: "card" });
+  const childrenCard = h("div", { class: "card", hidden: true });
+  const eventsCard = h("div", { class: "card" });
+  const logView = new LogView();
+  const logsCard = h("div", { class: "card logs" }, h("h2", {}, "Logs"), logView.el);
+
+  fill(
+    root,
+    h(
+      "section",
+      { class: "page page-job", dataset: { jobId } },
+      breadcrumbs(jobId),
+      header,
+      message,
+      h("div", { class: "job-top" }, summary, cliBox),
+      tasksCard,
+      childrenCard,
+      logsCard,
+      eventsCard,
+    ),
+  );
+
+  async function stopJob() {
+    const ok = await confirmDialog({
+      title: "Stop this job?",
+      message: `Stop ${jobId}? Its running tasks are killed, and its sub-jobs stop too. This cannot be undone.`,
+      confirmLabel: "Stop job",
+      danger: true,
+    });
+    if (!ok) return;
+    try {
+      const resp = await api.stopJob(jobId);
+      toast(`${resp.job_id} is ${resp.state.toLowerCase()}`, "ok");
+    } catch (err) {
+      toast(`Could not stop the job: ${err.message}`, "error");
+    }
+    poller.now();
+  }
+
+  function renderHeader(d) {
+    const active = !TERMINAL_JOB_STATES.has(d.state);
+    const cli = cliEquivalent(d.spec);
+    fill(
+      header,
+      h("h1", { class: "mono" }, d.job_id),
+      badge(d.state),
+      h("span", { class: "grow" }),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "btn",
+          "data-action": "copy-cli",
+          disabled: !cli.command,
+          title: cli.command ? "Copy the iris command that submits the same job" : cli.unsupported.join(", "),
+          onclick: async () => {
+            const ok = await copyText(cli.command);
+            toast(ok ? "Command copied" : "Copy failed: select the command below", ok ? "ok" : "error");
+          },
+        },
+        "Copy CLI equivalent",
+      ),
+      active ? h("button", { type: "button", class: "btn danger", "data-action": "stop", onclick: stopJob }, "Stop job") : null,
+    );
+    fill(
+      cliBox,
+      h("h2", {}, "CLI equivalent"),
+      cli.command ? h("pre", { class: "cli-command", "data-cli": "" }, cli.command) : h("p", { class: "dim" }, "This job cannot be submitted from the command line."),
+      cli.unsupported.length ? h("p", { class: "dim small" }, `Not expressible on the command line: ${cli.unsupported.join(", ")}.`) : null,
+    );
+  }
+
+  function renderSummary(d) {
+    const now = Date.now() / 1000;
+    fill(
+      summary,
+      kvList([
+        ["User", d.user],
+        ["Priority", d.priority.toLowerCase()],
+        ["Tasks", `${d.replicas} · ${summarizeTaskCounts(d.task_counts).join(" · ") || "none"}`],
+        ["Resources", `${resources(d.resources || d.spec.resources)} per task`],
+        ["Command", h("code", {}, d.entrypoint || "—")],
+        ["Submitted", `${fmtTime(d.submitted_at)} (${fmtAgo(d.submitted_at, now)})`],
+        ["Started", d.started_at ? fmtTime(d.started_at) : "—"],
+        ["Finished", d.finished_at ? fmtTime(d.finished_at) : "—"],
+        ["Duration", d.started_at ? span(d.started_at, d.finished_at, now) : d.finished_at ? "—" : `waiting ${fmtDuration(now - d.submitted_at)}`],
+        d.parent_job_id ? ["Parent job", h("a", { href: jobHref(d.parent_job_id), class: "mono" }, d.parent_job_id)] : null,
+        d.exit_code != null ? ["Exit code", String(d.exit_code)] : null,
+        d.error ? ["Error", h("span", { class: "err-text" }, d.error)] : null,
+        d.pending_reason ? ["Waiting because", h("span", { class: "reason" }, d.pending_reason)] : null,
+      ]),
+    );
+  }
+
+  function renderTasks(d) {
+    const now = Date.now() / 1000;
+    const total = d.tasks.length;
+    const pages = Math.max(1, Math.ceil(total / TASK_PAGE));
+    taskPage = Math.min(taskPage, pages - 1);
+    const rows = d.tasks.slice(taskPage * TASK_PAGE, (taskPage + 1) * TASK_PAGE);
+    const columns = [
+      { label: "#", render: (t) => h("a", { href: taskHref(t.task_id) }, String(t.task_index)) },
+      { label: "State", render: (t) => badge(t.state) },
+      {
+        label: "Attempts",
+        render: (t) => {
+          const det = h("details", { open: openAttempts.has(t.task_id) }, h("summary", {}, `${t.attempt_count}`), attemptsList(t));
+          det.addEventListener("toggle", () => (det.open ? openAttempts.add(t.task_id) : openAttempts.delete(t.task_id)));
+          return det;
+        },
+      },
+      { label: "Worker", render: (t) => (t.worker_id ? h("span", { class: "mono" }, t.worker_id) : "—") },
+      { label: "Exit", cls: "num", render: (t) => (t.exit_code != null ? String(t.exit_code) : "—") },
+      { label: "Started", render: (t) => (t.started_at ? h("span", { title: fmtTime(t.started_at) }, fmtAgo(t.started_at, now)) : "—") },
+      { label: "Duration", render: (t) => span(t.started_at, t.finished_at, now) },
+      {
+        label: "Error / waiting because",
+        cls: "col-info",
+        render: (t) =>
+          t.error ? h("span", { class: "err-text", title: t.error }, t.error)
+          : t.pending_reason ? h("span", { class: "reason", title: t.pending_reason }, t.pending_reason)
+          : "",
+      },
+      {
+        label: "",
+        render: (t) => h("a", { href: taskHref(t.task_id), class: `btn small${t.task_index === selectedIndex ? " on" : ""}` }, "Logs"),
+      },
+    ];
+    fill(
+      tasksCard,
+      h("h2", {}, `Tasks `, h("span", { class: "count" }, String(total))),
+      table(columns, rows, {
+        rowAttrs: (t) => ({ class: t.task_index === selectedIndex ? "selected" : "", dataset: { taskIndex: String(t.task_index), state: t.state } }),
+      }),
+      pages > 1
+        ? h(
+            "div",
+            { class: "pager" },
+            h("span", { class: "range" }, `tasks ${taskPage * TASK_PAGE}–${Math.min(total, (taskPage + 1) * TASK_PAGE) - 1} of ${total}`),
+            h("button", { type: "button", class: "btn", disabled: taskPage === 0, onclick: () => { taskPage--; renderTasks(detail); } }, "‹ Prev"),
+            h("button", { type: "button", class: "btn", disabled: taskPage >= pages - 1, onclick: () => { taskPage++; renderTasks(detail); } }, "Next ›"),
+          )
+        : null,
+    );
+  }
+
+  async function renderChildren(d) {
+    if (!d.children || d.children.length === 0) {
+      childrenCard.hidden = true;
+      return;
+    }
+    const list = await api.jobs({ parent: jobId, limit: 100, sort: "submitted_at", desc: "false" });
+    childrenCard.hidden = false;
+    const now = Date.now() / 1000;
+    fill(
+      childrenCard,
+      h("h2", {}, "Sub-jobs ", h("span", { class: "count" }, String(d.children.length))),
+      table(
+        [
+          { label: "Job", render: (j) => h("a", { href: jobHref(j.job_id), class: "mono" }, j.job_id) },
+          { label: "State", render: (j) => badge(j.state) },
+          { label: "Tasks", render: (j) => summarizeTaskCounts(j.task_counts).join(" · ") || "—" },
+          { label: "Submitted", render: (j) => fmtAgo(j.submitted_at, now) },
+          { label: "Details", cls: "col-info", render: (j) => j.error || j.pending_reason || "" },
+        ],
+        list.jobs,
+        { rowAttrs: (j) => ({ dataset: { jobId: j.job_id } }) },
+      ),
+      list.total > list.jobs.length ? h("p", { class: "dim small" }, `Showing ${list.jobs.length} of ${list.total}.`) : null,
+    );
+  }
+
+  function renderEvents(events) {
+    fill(
+      eventsCard,
+      h("h2", {}, "Events"),
+      events.length === 0
+        ? h("div", { class: "empty" }, "No events yet.")
+        : h(
+            "div",
+            { class: "table-wrap events" },
+            table(
+              [
+                { label: "Time", render: (e) => h("span", { title: fmtTime(e.ts), class: "mono" }, fmtClock(e.ts)) },
+                { label: "Event", render: (e) => h("span", { class: "event-kind" }, String(e.kind).replace(/_/g, " ")) },
+                { label: "Task", render: (e) => (e.task_id ? h("a", { href: taskHref(e.task_id), class: "mono" }, e.task_id.split("/").pop()) : "") },
+                { label: "Worker", render: (e) => (e.worker_id ? h("span", { class: "mono" }, e.worker_id) : "") },
+                { label: "Message", cls: "col-info", render: (e) => e.message || "" },
+              ],
+              events,
+            ),
+          ),
+    );
+  }
+
+  function selectedTask(d) {
+    if (!d.tasks.length) return null;
+    if (selectedIndex != null) {
+      const t = d.tasks.find((x) => x.task_index === selectedIndex);
+      if (t) return t;
+    }
+    const running = d.tasks.find((t) => !TERMINAL_TASK_STATES.has(t.state) && t.current_attempt_uid);
+    return running || d.tasks[0];
+  }
+
+  function syncLogs(d) {
+    const task = selectedTask(d);
+    if (!task) {
+      logsCard.hidden = true;
+      return;
+    }
+    logsCard.hidden = false;
+    const attempts = task.attempts || [];
+    const pinned = pinnedAttempt && attempts.find((a) => a.attempt_uid === pinnedAttempt);
+    const uid = pinned ? pinned.attempt_uid : task.current_attempt_uid;
+    const taskSelect = h(
+      "select",
+      {
+        "aria-label": "Task",
+        name: "task",
+        onchange: (e) => {
+          location.hash = taskHref(`${jobId}/${e.target.value}`);
+        },
+      },
+      d.tasks.slice(0, 1000).map((t) => h("option", { value: String(t.task_index), selected: t.task_index === task.task_index }, `task ${t.task_index} · ${t.state.toLowerCase()}`)),
+    );
+    const attemptSelect = h(
+      "select",
+      {
+        "aria-label": "Attempt",
+        name: "attempt",
+        disabled: attempts.length < 2,
+        onchange: (e) => {
+          pinnedAttempt = e.target.value === task.current_attempt_uid ? null : e.target.value;
+          syncLogs(detail);
+        },
+      },
+      attempts.length === 0
+        ? h("option", {}, "no attempt yet")
+        : attempts.map((a) => h("option", { value: a.attempt_uid, selected: a.attempt_uid === uid }, `attempt ${a.attempt_number} · ${a.state.toLowerCase()}`)),
+    );
+    logView.setPickers(taskSelect, attemptSelect);
+    const attempt = attempts.find((a) => a.attempt_uid === uid);
+    logView.show(task.task_id, uid || null, {
+      taskState: attempt ? attempt.state : task.state,
+      pendingReason: task.pending_reason,
+    });
+  }
+
+  async function refresh() {
+    if (stopped) return;
+    let d;
+    let events;
+    try {
+      [d, events] = await Promise.all([api.job(jobId), api.jobEvents(jobId, 200)]);
+    } catch (err) {
+      if (err.status === 404) {
+        stopped = true;
+        poller.stop();
+        logView.destroy();
+        fill(message, notice("error", err.message));
+        return;
+      }
+      fill(message, notice("error", err.message));
+      return;
+    }
+    detail = d;
+    fill(message);
+    document.title = `${d.job_id} · Iris`;
+    renderHeader(d);
+    renderSummary(d);
+    renderTasks(d);
+    syncLogs(d);
+    renderEvents(events.events || []);
+    try {
+      await renderChildren(d);
+    } catch (err) {
+      fill(childrenCard, h("h2", {}, "Sub-jobs"), notice("error", err.message));
+    }
+    root.querySelector(".page-job").dataset.loaded = "1";
+  }
+
+  const poller = new Poller(refresh, 2000).start();
+
+  return {
+    update(r) {
+      selectedIndex = r.taskIndex;
+      pinnedAttempt = r.query.get("attempt") || null;
+      if (detail) {
+        renderTasks(detail);
+        syncLogs(detail);
+      }
+    },
+    unmount() {
+      poller.stop();
+      logView.destroy();
+    },
+  };
+}

@@ -1,0 +1,104 @@
+"""Each dashboard page loads against a real local cluster and shows what the API knows."""
+
+from __future__ import annotations
+
+import pytest
+from tests.dashboard.conftest import SeededCluster, open_page, screenshot
+
+pytestmark = pytest.mark.browser
+
+
+def test_tabs_follow_the_worker_backend_capabilities(page, seeded: SeededCluster) -> None:
+    open_page(page, seeded.url, "/jobs", ".page-jobs[data-loaded]")
+    tabs = page.locator("#tabs .tab").all_inner_texts()
+    assert tabs[:3] == ["Jobs", "Scheduler", "Workers"]
+    assert "Cluster" not in tabs, "a WORKER controller never shows the Cluster page"
+    assert "Autoscaler" not in tabs, "no autoscaler is configured on this controller"
+    assert tabs[-1] == "Status"
+    assert page.locator("#cluster-name").inner_text() == "Iris workers"
+    assert "up" in (page.locator("#conn").get_attribute("class") or "")
+    page.goto(f"{seeded.url}/#/cluster")
+    page.wait_for_selector(".notice.info")
+    assert "does not apply" in page.locator(".notice.info").inner_text()
+
+
+def test_jobs_page_shows_every_state(page, seeded: SeededCluster) -> None:
+    open_page(page, seeded.url, "/jobs", ".page-jobs[data-loaded]")
+    states = {}
+    for key in ("hello", "broken", "sleeper", "huge", "doomed"):
+        row = page.locator(f'tr[data-job-id="{seeded.jobs[key]}"]')
+        states[key] = row.get_attribute("data-state")
+    assert states == {
+        "hello": "SUCCEEDED",
+        "broken": "FAILED",
+        "sleeper": "RUNNING",
+        "huge": "PENDING",
+        "doomed": "KILLED",
+    }
+    broken = page.locator(f'tr[data-job-id="{seeded.jobs["broken"]}"]')
+    assert "exited with code 3" in broken.inner_text()
+    screenshot(page, "jobs")
+
+
+def test_job_page_of_a_failed_job(page, seeded: SeededCluster) -> None:
+    job_id = seeded.jobs["broken"]
+    open_page(page, seeded.url, f"/jobs{job_id}", ".page-job[data-loaded]")
+    task = page.locator('tr[data-task-index="0"]')
+    assert task.get_attribute("data-state") == "FAILED"
+    assert "exited with code 3" in task.inner_text()
+    page.wait_for_selector('.logview[data-complete="1"]')
+    log = page.locator(".log-lines").inner_text()
+    assert "about to fail" in log and "model diverged" in log
+    assert page.locator(".log-lines .ln.stderr").filter(has_text="model diverged").count() == 1
+    page.wait_for_selector(".card .event-kind")
+    events = page.locator(".card.events, .events").inner_text()
+    assert "task failed" in events and "job submitted" in events
+    assert page.locator('[data-action="stop"]').count() == 0, "a finished job has no Stop button"
+    screenshot(page, "job-failed")
+
+
+def test_scheduler_page_explains_the_pending_job(page, seeded: SeededCluster) -> None:
+    open_page(page, seeded.url, "/scheduler", ".page-scheduler[data-loaded]")
+    row = page.locator(f'tr[data-task-id="{seeded.jobs["huge"]}/0"]')
+    text = row.inner_text()
+    assert "64 cpu" in text, text
+    assert row.locator("td").first.inner_text().strip() == "1"
+    assert page.locator('.band-card[data-band="INTERACTIVE"] .count').inner_text() == "1"
+    screenshot(page, "scheduler")
+
+
+def test_workers_page(page, seeded: SeededCluster) -> None:
+    open_page(page, seeded.url, "/workers", ".page-workers[data-loaded]")
+    rows = page.locator("tr[data-worker-id]")
+    assert rows.count() == 2
+    assert set(page.locator("tr[data-worker-id]").evaluate_all("rs => rs.map(r => r.dataset.status)")) == {"HEALTHY"}
+    text = page.locator(".page-workers").inner_text()
+    assert "/ 2 cpu" in text and "/ 2GB" in text
+    assert page.locator(".meter-fill").count() == 4
+    running = page.locator("tr[data-worker-id] a[href^='#/jobs/']").all_inner_texts()
+    assert f"{seeded.jobs['sleeper']}/0" in running
+    screenshot(page, "workers")
+
+
+def test_status_page_has_charts_and_controller_facts(page, seeded: SeededCluster) -> None:
+    open_page(page, seeded.url, "/status", ".page-status[data-loaded]")
+    text = page.locator(".stat-row").inner_text()
+    assert "version" in text and "uptime" in text and "database" in text
+    assert page.locator(".chart canvas").count() == 2
+    assert "last round ms" in page.locator(".page-status").inner_text()
+    screenshot(page, "status")
+
+
+def test_endpoints_page(page, seeded: SeededCluster) -> None:
+    open_page(page, seeded.url, "/jobs", ".page-jobs[data-loaded]")
+    assert page.locator('#tabs [data-tab="endpoints"]').count() == 1
+    page.click('#tabs [data-tab="endpoints"]')
+    page.wait_for_selector(".page-endpoints[data-loaded]")
+    assert "No task has registered an endpoint." in page.locator(".page-endpoints").inner_text()
+
+
+def test_unknown_job_shows_the_api_message(page, page_errors, seeded: SeededCluster) -> None:
+    page_errors.allow("404")
+    page.goto(f"{seeded.url}/#/jobs/nobody/nothing")
+    page.wait_for_selector(".notice.error")
+    assert "job /nobody/nothing does not exist" in page.locator(".notice.error").inner_text()
