@@ -54,7 +54,7 @@ def start_stub(nudged: threading.Event) -> tuple[str, uvicorn.Server]:
         nudged.set()
         return JSONResponse({}, status_code=202)
 
-    sock = socket.socket()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
     threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
