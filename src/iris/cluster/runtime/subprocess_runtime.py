@@ -250,6 +250,11 @@ class SubprocessRuntime:
         with self._lock:
             return [a.snapshot() for a in self._attempts.values()]
 
+    def terminal_by_uid(self) -> dict[str, bool]:
+        """Every attempt this runtime knows, mapped to whether it has ended (cheap: no snapshots)."""
+        with self._lock:
+            return {uid: a.state in TERMINAL_TASK_STATES for uid, a in self._attempts.items()}
+
     def running_count(self) -> int:
         with self._lock:
             return sum(1 for a in self._attempts.values() if not a.terminal)

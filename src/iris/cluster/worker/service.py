@@ -51,8 +51,7 @@ class WorkerService:
                 f"this is worker {self.worker_id}, not {request.worker_id}: the address now belongs to another worker"
             )
         with self._lock:
-            local = {snap.attempt_uid: snap.terminal for snap in self._runtime.snapshots()}
-            plan = plan_reconcile(request.attempts, local, self._spec_cache)
+            plan = plan_reconcile(request.attempts, self._runtime.terminal_by_uid(), self._spec_cache)
             for spec in plan.cache:
                 self._spec_cache[spec.attempt_uid] = spec
             for uid, reason in plan.stop:

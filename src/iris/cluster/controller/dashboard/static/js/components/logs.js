@@ -70,7 +70,7 @@ export class LogView {
     this.followBox.checked = this.follow;
     if (!attemptUid) {
       this.lines.append(
-        h("div", { class: "log-empty" }, `This task has not started yet${pendingReason ? `: ${pendingReason}` : "."} Its output appears here once it runs.`),
+        h("div", { class: "log-empty" }, `This task has not started yet${pendingReason ? `: ${pendingReason.replace(/[.\s]*$/, "")}` : ""}. Its output appears here once it runs.`),
       );
       this.renderStatus();
       return;
