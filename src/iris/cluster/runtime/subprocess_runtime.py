@@ -246,10 +246,6 @@ class SubprocessRuntime:
             attempt = self._attempts.get(attempt_uid)
             return attempt.snapshot() if attempt is not None else None
 
-    def snapshots(self) -> list[AttemptSnapshot]:
-        with self._lock:
-            return [a.snapshot() for a in self._attempts.values()]
-
     def terminal_by_uid(self) -> dict[str, bool]:
         """Every attempt this runtime knows, mapped to whether it has ended (cheap: no snapshots)."""
         with self._lock:
