@@ -72,6 +72,19 @@ def test_inline_specs_are_cached_and_mismatched_specs_rejected() -> None:
     assert [s.attempt_uid for s in plan.start] == ["x"]
 
 
+def test_a_new_attempt_supersedes_a_live_attempt_of_the_same_task() -> None:
+    plan = plan_reconcile(
+        [run("old"), run("new", True), run("other")],
+        {"old": False, "other": False},
+        {},
+        {"old": "/u/j/0", "other": "/u/j/1"},
+    )
+    assert plan.supersede == (("old", "new"),)
+    # An attempt already being stopped is not superseded a second time.
+    plan = plan_reconcile([stop("old"), run("new", True)], {"old": False}, {}, {"old": "/u/j/0"})
+    assert plan.supersede == () and plan.stop == (("old", StopReason.PREEMPTED),)
+
+
 def test_stop_keeps_its_reason() -> None:
     plan = plan_reconcile([stop("a")], {"a": False}, {})
     assert plan.stop == (("a", StopReason.PREEMPTED),)

@@ -296,3 +296,16 @@ def test_iris_worker_start_runs_the_same_daemon(tmp_path: Path, controller: Cont
         assert proc.observe([run("c1", "true")], "c1").state in (TaskState.RUNNING, TaskState.SUCCEEDED)
     finally:
         assert proc.stop() == 0
+
+
+def test_new_attempt_of_a_task_supersedes_the_live_one(worker: WorkerProcess) -> None:
+    worker.reconcile([run("v1", "sleep", "100")])
+    answer = worker.reconcile([run("v1"), run("v2", "sleep", "100")])
+    assert {o.attempt_uid: o.state for o in answer.observations}["v2"] is TaskState.RUNNING
+
+    def v1_gone() -> bool:
+        return worker.observe([run("v1"), run("v2")], "v1").runtime_released
+
+    wait_until(v1_gone, what="superseded attempt to be killed")
+    old = worker.observe([run("v1"), run("v2")], "v1")
+    assert old.state is TaskState.KILLED and "superseded by attempt v2" in old.error

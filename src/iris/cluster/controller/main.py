@@ -25,7 +25,9 @@ DASHBOARD_DIR = Path(__file__).parent / "dashboard" / "static"
 
 def bind_socket(host: str, port: int) -> socket.socket:
     # proto=IPPROTO_TCP makes asyncio set TCP_NODELAY on accepted connections (no delayed-ACK stalls).
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock = socket.socket(
+        socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
+    )
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(2048)

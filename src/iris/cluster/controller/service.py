@@ -199,8 +199,13 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         return EndpointList(
             endpoints=[
                 EndpointInfo(
-                    name=r["name"], namespace=r["namespace"], address=r["address"], job_id=r["job_id"],
-                    task_id=r["task_id"], metadata=json.loads(r["metadata_json"]), registered_at=r["registered_at"],
+                    name=r["name"],
+                    namespace=r["namespace"],
+                    address=r["address"],
+                    job_id=r["job_id"],
+                    task_id=r["task_id"],
+                    metadata=json.loads(r["metadata_json"]),
+                    registered_at=r["registered_at"],
                 )
                 for r in rows
             ]

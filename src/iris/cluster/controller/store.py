@@ -575,7 +575,17 @@ def delete_worker(cur: sqlite3.Cursor, worker_id: str) -> None:
 # ---------------------------------------------------------------- endpoints
 
 
-def upsert_endpoint(cur: sqlite3.Cursor, *, namespace: str, name: str, address: str, job_id: str, task_id: str | None, metadata: dict[str, str], now: float) -> None:
+def upsert_endpoint(
+    cur: sqlite3.Cursor,
+    *,
+    namespace: str,
+    name: str,
+    address: str,
+    job_id: str,
+    task_id: str | None,
+    metadata: dict[str, str],
+    now: float,
+) -> None:
     cur.execute(
         "INSERT INTO endpoints (namespace, name, address, job_id, task_id, metadata_json, registered_at) VALUES (?,?,?,?,?,?,?)"
         " ON CONFLICT(namespace, name) DO UPDATE SET address=excluded.address, job_id=excluded.job_id,"
@@ -584,7 +594,9 @@ def upsert_endpoint(cur: sqlite3.Cursor, *, namespace: str, name: str, address: 
     )
 
 
-def list_endpoints(cur: sqlite3.Cursor, *, namespace: str | None = None, name: str | None = None) -> list[sqlite3.Row]:
+def list_endpoints(
+    cur: sqlite3.Cursor, *, namespace: str | None = None, name: str | None = None
+) -> list[sqlite3.Row]:
     where, args = [], []
     if namespace:
         where.append("namespace = ?")
@@ -593,7 +605,9 @@ def list_endpoints(cur: sqlite3.Cursor, *, namespace: str | None = None, name: s
         where.append("name = ?")
         args.append(name)
     clause = ("WHERE " + " AND ".join(where)) if where else ""
-    return cur.execute(f"SELECT * FROM endpoints {clause} ORDER BY namespace, name LIMIT 1000", args).fetchall()
+    return cur.execute(
+        f"SELECT * FROM endpoints {clause} ORDER BY namespace, name LIMIT 1000", args
+    ).fetchall()
 
 
 def delete_endpoints_of_job(cur: sqlite3.Cursor, job_id: str) -> None:

@@ -251,6 +251,15 @@ class SubprocessRuntime:
         with self._lock:
             return {uid: a.state in TERMINAL_TASK_STATES for uid, a in self._attempts.items()}
 
+    def live_task_ids(self) -> dict[str, str]:
+        """Attempt uid -> task id, for every attempt that has not ended."""
+        with self._lock:
+            return {
+                uid: a.spec.task_id
+                for uid, a in self._attempts.items()
+                if a.spec is not None and a.state not in TERMINAL_TASK_STATES
+            }
+
     def running_count(self) -> int:
         with self._lock:
             return sum(1 for a in self._attempts.values() if not a.terminal)

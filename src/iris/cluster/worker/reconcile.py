@@ -4,6 +4,8 @@ Rules (iris-core §4.2): the request is the COMPLETE desired set. A run intent f
 is a no-op; an unknown one starts from the inline spec or the cached one, else it is MISSING. A stop
 intent kills a live attempt (idempotent). A live local attempt absent from the set is a zombie: it is
 killed and reported. Observations cover the attempts asked about plus the zombies, nothing else.
+A newly started attempt supersedes (kills) a live local attempt of the same task: one task never
+runs twice on a worker.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ class ReconcilePlan:
     # Attempt uid -> reason: a spec that does not match its desired entry.
     reject: tuple[tuple[str, str], ...] = ()
     stop: tuple[tuple[str, StopReason], ...] = ()
+    # (older live attempt, newer attempt of the same task that replaces it)
+    supersede: tuple[tuple[str, str], ...] = ()
     zombies: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
     # Every uid to report, in request order, then the zombies.
@@ -35,8 +39,10 @@ def plan_reconcile(
     desired: Sequence[DesiredAttempt],
     local_terminal: Mapping[str, bool],
     cached_specs: Mapping[str, RunSpec],
+    live_task_ids: Mapping[str, str] | None = None,
 ) -> ReconcilePlan:
-    """``local_terminal`` maps every attempt the worker knows to whether it has ended."""
+    """``local_terminal`` maps every attempt the worker knows to whether it has ended;
+    ``live_task_ids`` maps each live local attempt to its task id."""
     cache: list[RunSpec] = []
     start: list[RunSpec] = []
     reject: list[tuple[str, str]] = []
@@ -72,11 +78,23 @@ def plan_reconcile(
         else:
             start.append(spec)
     zombies = tuple(uid for uid, terminal in local_terminal.items() if not terminal and uid not in seen)
+    stopping = {uid for uid, _ in stop} | set(zombies)
+    by_task: dict[str, list[str]] = {}
+    for uid, task_id in (live_task_ids or {}).items():
+        if uid not in stopping:
+            by_task.setdefault(task_id, []).append(uid)
+    supersede = tuple(
+        (old, new.attempt_uid)
+        for new in start
+        for old in by_task.get(new.task_id, ())
+        if old != new.attempt_uid
+    )
     return ReconcilePlan(
         cache=tuple(cache),
         start=tuple(start),
         reject=tuple(reject),
         stop=tuple(stop),
+        supersede=supersede,
         zombies=zombies,
         missing=tuple(missing),
         observe=(*observe, *zombies),

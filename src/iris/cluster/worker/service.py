@@ -51,11 +51,18 @@ class WorkerService:
                 f"this is worker {self.worker_id}, not {request.worker_id}: the address now belongs to another worker"
             )
         with self._lock:
-            plan = plan_reconcile(request.attempts, self._runtime.terminal_by_uid(), self._spec_cache)
+            plan = plan_reconcile(
+                request.attempts,
+                self._runtime.terminal_by_uid(),
+                self._spec_cache,
+                self._runtime.live_task_ids(),
+            )
             for spec in plan.cache:
                 self._spec_cache[spec.attempt_uid] = spec
             for uid, reason in plan.stop:
                 self._runtime.kill(uid, KillReason.STOP, f"stopped by the controller ({reason.value})")
+            for old, new in plan.supersede:
+                self._runtime.kill(old, KillReason.STOP, f"superseded by attempt {new} of the same task")
             for uid in plan.zombies:
                 self._runtime.kill(uid, KillReason.ZOMBIE)
             for uid, error in plan.reject:
