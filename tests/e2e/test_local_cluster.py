@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import free_port, wait_until
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, TaskState
+from iris.rpc.errors import IrisError
 
 IRIS = [sys.executable, "-m", "iris.cli.main"]
 
@@ -115,14 +116,38 @@ def test_killed_worker_task_retries_elsewhere(cluster: LocalCluster) -> None:
     )
 
 
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, stdout=log.open("ab"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
 def test_controller_restart_keeps_jobs_and_running_tasks(tmp_path: Path) -> None:
+    """`iris controller start` + two `iris worker start`; restart the controller mid-task."""
     port = free_port()
-    lc = LocalCluster(
-        workers=2, state_dir=tmp_path, port=port, worker_cpu="2", worker_memory="2GB", tick_s=0.5
-    )
-    lc.start()
+    url = f"http://127.0.0.1:{port}"
+    state = tmp_path / "controller"
+    controller_argv = [
+        *IRIS,
+        "controller",
+        "start",
+        "--port",
+        str(port),
+        "--state-dir",
+        str(state),
+        "--tick",
+        "0.5",
+    ]
+    controller = _spawn(controller_argv, tmp_path / "controller.log")
+    workers = [
+        _spawn(
+            [*IRIS, "worker", "start", "--controller", url, "--worker-id", f"w{i}", "--cpu", "2", "--memory", "2GB",
+             "--state-dir", str(tmp_path / f"w{i}"), "--reregister-after", "1"],
+            tmp_path / f"w{i}.log",
+        )
+        for i in range(2)
+    ]  # fmt: skip
+    client = IrisClient(url)
     try:
-        client = IrisClient(lc.url)
+        wait_until(lambda: _count_workers(client) == 2, timeout=60, what="two workers registered")
         marker = tmp_path / "go"
         done = client.submit(
             name="before",
@@ -138,28 +163,32 @@ def test_controller_restart_keeps_jobs_and_running_tasks(tmp_path: Path) -> None
             resources=ResourceSpec(cpu=1, memory="64MB"),
         )
         wait_until(
-            lambda: job.status() is JobState.RUNNING and any("started" in line for line in job.logs()),
-            what="long task running",
+            lambda: job.status() is JobState.RUNNING and "started" in job.logs(), what="long task running"
         )
         uid = job.tasks()[0].current_attempt_uid
 
-        assert lc.controller is not None
-        lc.controller.proc.send_signal(signal.SIGTERM)
-        lc.controller.proc.wait(timeout=30)
-        lc.controller.log_file.close()
-        restarted = LocalCluster(workers=0, state_dir=tmp_path, port=port, tick_s=0.5)
-        restarted.start()
-        try:
-            jobs = {j.job_id: j.state for j in client.list_jobs().jobs}
-            assert jobs[done.job_id] is JobState.SUCCEEDED
-            assert jobs[job.job_id] is JobState.RUNNING
-            restarted.wait_for_workers(2, timeout_s=30)
-            marker.touch()
-            detail = job.wait(timeout=60)
-            assert detail.state is JobState.SUCCEEDED
-            assert [a.attempt_uid for a in detail.tasks[0].attempts] == [uid]  # never restarted
-            assert "finished" in job.logs()
-        finally:
-            restarted.stop()
+        controller.send_signal(signal.SIGTERM)
+        assert controller.wait(timeout=30) == 0
+        controller = _spawn(controller_argv, tmp_path / "controller.log")
+        wait_until(lambda: _count_workers(client) == 2, timeout=60, what="workers re-registered on their own")
+        jobs = {j.job_id: j.state for j in client.list_jobs().jobs}
+        assert jobs[done.job_id] is JobState.SUCCEEDED
+        assert jobs[job.job_id] is JobState.RUNNING
+        marker.touch()
+        detail = job.wait(timeout=60)
+        assert detail.state is JobState.SUCCEEDED
+        assert [a.attempt_uid for a in detail.tasks[0].attempts] == [uid]  # it continued, never restarted
+        assert "finished" in job.logs()
     finally:
-        lc.stop()
+        for proc in [*workers, controller]:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in [*workers, controller]:
+            proc.wait(timeout=30)
+
+
+def _count_workers(client: IrisClient) -> int:
+    try:
+        return len(client.workers().workers)
+    except IrisError:
+        return -1  # the controller is not up yet
