@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iris.cluster.runtime.attempt_log import MAX_LINE_BYTES, AttemptLogWriter, read_log_page
+from iris.cluster.runtime.attempt_log import MAX_LINE_BYTES, AttemptLogWriter, LineIndex, read_log_page
 
 
 def lines_of(path: Path) -> list[tuple[str, str]]:
@@ -79,3 +79,22 @@ def test_paging_reads_every_line_once(tmp_path_factory, texts: list[str], limit:
         if page.at_end:
             break
     assert seen == texts
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.integers(0, 60), st.lists(st.tuples(st.integers(0, 70), st.integers(1, 9)), min_size=1, max_size=12)
+)
+def test_line_index_pages_match_a_full_scan(
+    tmp_path_factory, count: int, reads: list[tuple[int, int]]
+) -> None:
+    path = tmp_path_factory.mktemp("log") / "log"
+    log = AttemptLogWriter(path)
+    for i in range(count):
+        log.feed("stdout", f"line {i} {'x' * (i % 7)}\n".encode())
+    log.close()
+    index = LineIndex(stride=4)
+    for offset, limit in reads:  # the same index serves every read, in any order
+        indexed = read_log_page(path, offset, limit, index)
+        plain = read_log_page(path, offset, limit)
+        assert indexed == plain

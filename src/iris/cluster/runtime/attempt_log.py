@@ -89,23 +89,54 @@ class LogPage:
     at_end: bool
 
 
-def read_log_page(path: Path, offset: int, limit: int) -> LogPage:
+class LineIndex:
+    """Byte offsets of every ``stride``-th line of one log, learnt while reading it.
+
+    Following a long log (``logs -f``) then seeks close to the wanted line instead of rescanning
+    the file from the top on every poll.
+    """
+
+    def __init__(self, stride: int = 1024) -> None:
+        self.stride = stride
+        # checkpoints[k] is the byte offset where line k*stride starts.
+        self.checkpoints: list[int] = [0]
+        self._lock = threading.Lock()
+
+    def seek_point(self, line: int) -> tuple[int, int]:
+        """(line number, byte offset) of the closest known line at or before ``line``."""
+        with self._lock:
+            k = min(line // self.stride, len(self.checkpoints) - 1)
+            return k * self.stride, self.checkpoints[k]
+
+    def learn(self, line: int, byte_offset: int) -> None:
+        if line % self.stride:
+            return
+        with self._lock:
+            if line // self.stride == len(self.checkpoints):
+                self.checkpoints.append(byte_offset)
+
+
+def read_log_page(path: Path, offset: int, limit: int, index: LineIndex | None = None) -> LogPage:
     """Lines [offset, offset+limit) of a log; a trailing half-written line is never returned."""
+    index = index or LineIndex()
+    line, position = index.seek_point(offset)
     lines: list[dict] = []
-    index = 0
     at_end = True
     try:
         f = open(path, "rb")  # noqa: SIM115
     except FileNotFoundError:
         return LogPage([], offset, True)
     with f:
+        f.seek(position)
         for raw in f:
             if not raw.endswith(b"\n"):
                 break
-            if index >= offset:
+            if line >= offset:
                 if len(lines) >= limit:
                     at_end = False
                     break
                 lines.append(json.loads(raw))
-            index += 1
+            position += len(raw)
+            line += 1
+            index.learn(line, position)
     return LogPage(lines, offset + len(lines), at_end)

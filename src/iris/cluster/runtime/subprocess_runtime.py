@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Literal
 
 from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env
-from iris.cluster.runtime.attempt_log import AttemptLogWriter, read_log_page
+from iris.cluster.runtime.attempt_log import AttemptLogWriter, LineIndex, read_log_page
 from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.pid_records import (
     PidRecord,
@@ -59,6 +59,7 @@ SAFE_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 CALLABLE_RUNNER_MODULE = "iris.cluster.worker.callable_runner"
 _READ_CHUNK = 65536
 STARTER_THREADS = 4
+_LINE_INDEXES_KEPT = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +158,7 @@ class SubprocessRuntime:
         self._retained: deque[str] = deque()
         self._pinned: frozenset[str] = frozenset()
         self._closing = False
+        self._line_indexes: dict[str, LineIndex] = {}
 
         self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
         self._adopt_previous_logs()
@@ -278,7 +280,12 @@ class SubprocessRuntime:
         path = self.attempts_dir / attempt_uid / "log.jsonl"
         if attempt is None and not path.exists():
             raise NotFound(f"no attempt {attempt_uid!r} on worker {self.worker_id}")
-        page = read_log_page(path, offset, limit)
+        with self._lock:
+            index = self._line_indexes.pop(attempt_uid, None) or LineIndex()
+            self._line_indexes[attempt_uid] = index  # most recently read last
+            while len(self._line_indexes) > _LINE_INDEXES_KEPT:
+                del self._line_indexes[next(iter(self._line_indexes))]
+        page = read_log_page(path, offset, limit, index)
         return LogsResponse(
             lines=[LogLine.model_construct(**line) for line in page.lines],
             next_offset=page.next_offset,
@@ -326,6 +333,8 @@ class SubprocessRuntime:
             os.mkdir(attempt.dir)
         except FileExistsError:  # a re-dispatch of the same attempt after a worker restart
             shutil.rmtree(attempt.dir, ignore_errors=True)
+            with self._lock:
+                self._line_indexes.pop(attempt.uid, None)
             os.mkdir(attempt.dir)
         work_dir = attempt.dir / "work"
         os.mkdir(work_dir)
