@@ -22,7 +22,9 @@ NS = "work"
 def cluster(tmp_path: Path) -> Iterator[tuple[FakeApiServer, KubeletSimulator]]:
     server = FakeApiServer(state_dir=tmp_path / "apiserver").start()
     nodes = [NodeSpec(f"node-{i}", cpu="2", memory="4Gi", labels={"pool": "cpu"}) for i in range(3)]
-    kubelet = KubeletSimulator(server, nodes, work_dir=tmp_path / "pods").start()
+    kubelet = KubeletSimulator(
+        server, nodes, work_dir=tmp_path / "pods", image_pull_backoff_after=0.1
+    ).start()
     server.store.create(NAMESPACES, None, {"metadata": {"name": NS}})
     yield server, kubelet
     kubelet.stop()

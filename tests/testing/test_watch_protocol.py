@@ -10,7 +10,7 @@ import httpx
 from iris.testing.fake_apiserver import CONFIGMAPS, PATCH_MERGE, FakeApiServer
 
 
-def test_watch_stream_lines_transitions_bookmarks_and_timeout() -> None:
+def test_watch_stream_lines_selector_transitions_and_bookmarks() -> None:
     with FakeApiServer(bookmark_interval=0.1) as server:
         store = server.store
         start = store.resource_version
@@ -34,7 +34,12 @@ def test_watch_stream_lines_transitions_bookmarks_and_timeout() -> None:
         ) as response:
             assert response.headers["transfer-encoding"] == "chunked"
             threading.Thread(target=writer, daemon=True).start()
-            events = [json.loads(line) for line in response.iter_lines() if line]
+            events = []
+            for line in response.iter_lines():
+                if line:
+                    events.append(json.loads(line))
+                if any(e["type"] == "DELETED" for e in events) and events[-1]["type"] == "BOOKMARK":
+                    break  # everything arrived, and a bookmark followed it
         changes = [(e["type"], e["object"]["metadata"]["name"]) for e in events if e["type"] != "BOOKMARK"]
         assert changes == [("ADDED", "cm"), ("MODIFIED", "cm"), ("DELETED", "cm")], (
             "enters, changes, leaves the selection"

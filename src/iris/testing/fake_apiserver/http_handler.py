@@ -16,6 +16,7 @@ import yaml
 
 from iris.testing.fake_apiserver import discovery, errors
 from iris.testing.fake_apiserver.errors import ApiError
+from iris.testing.fake_apiserver.exec_session import SUBPROTOCOLS, ExecSession
 from iris.testing.fake_apiserver.pod_logs import LogQuery
 from iris.testing.fake_apiserver.resources import PODS
 from iris.testing.fake_apiserver.routing import ResourceRoute, route_resource
@@ -25,6 +26,7 @@ from iris.testing.fake_apiserver.selectors import (
 )
 from iris.testing.fake_apiserver.subscriptions import WatchEvent
 from iris.testing.fake_apiserver.tables import render_table
+from iris.testing.fake_apiserver.websocket import OP_BINARY, OP_CLOSE, accept_key, encode_frame
 
 if TYPE_CHECKING:
     from iris.testing.fake_apiserver.server import FakeApiServer
@@ -252,6 +254,8 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         store = self.api.store
         if route.subresource == "log":
             return self._logs(route, query)
+        if route.subresource == "exec":
+            return self._exec(route, query)
         if route.legacy_watch or _truthy(query.get("watch")):
             return self._watch(route, query)
         if route.name is not None:
@@ -299,6 +303,8 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         dry_run = bool(query.get("dryRun"))
         if route.name is None:
             return self._send_json(201, store.create(route.resource, route.namespace, body, dry_run=dry_run))
+        if route.subresource == "exec":
+            return self._exec(route, query)
         if route.resource == PODS and route.subresource == "binding":
             target = ((body or {}).get("target") or {}).get("name")
             if not target:
@@ -477,24 +483,65 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
         finally:
             subscription.close()
 
+    # ----- exec ---------------------------------------------------------------------------------
+
+    def _exec(self, route: ResourceRoute, query: dict[str, str]) -> None:
+        if route.resource != PODS or route.name is None:
+            raise errors.bad_request("exec is served for pods only")
+        argv = parse_qs(urlparse(self.path).query).get("command") or []
+        if not argv:
+            raise errors.bad_request("you must specify at least 1 command")
+        pod = self.api.store.get(PODS, route.namespace, route.name, copy_result=False)
+        container = _pick_container(pod, query.get("container"))
+        phase = (pod.get("status") or {}).get("phase")
+        if phase in ("Succeeded", "Failed"):
+            raise errors.bad_request(
+                f"cannot exec into a container in a completed pod; current phase is {phase}"
+            )
+        if "websocket" not in self.headers.get("Upgrade", "").lower():
+            raise errors.bad_request(
+                "pods/exec needs a websocket upgrade (v5.channel.k8s.io or v4.channel.k8s.io); SPDY is not served"
+            )
+        offered = [p.strip() for p in self.headers.get("Sec-WebSocket-Protocol", "").split(",")]
+        protocol = next((p for p in SUBPROTOCOLS if p in offered), None)
+        if protocol is None:
+            raise errors.bad_request(
+                f"none of the offered subprotocols {offered} is served; use one of {list(SUBPROTOCOLS)}"
+            )
+        handler = self.api.exec_handler
+        if handler is None:
+            raise errors.bad_request(f'unable to upgrade connection: container not found ("{container}")')
+        try:
+            process = handler(pod, container, argv, _truthy(query.get("stdin")))
+            failure = None
+        except OSError as exc:
+            process, failure = (
+                None,
+                f'exec failed: unable to start container process: exec: "{argv[0]}": {exc.strerror or exc}',
+            )
+        self._streaming = True
+        self.close_connection = True
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept_key(self.headers.get("Sec-WebSocket-Key", "")))
+        self.send_header("Sec-WebSocket-Protocol", protocol)
+        self.end_headers()
+        self.wfile.flush()
+        if process is None:
+            status = ApiError(500, "InternalError", failure or "exec failed").status()
+            self.wfile.write(encode_frame(OP_BINARY, bytes([3]) + json.dumps(status).encode()))
+            self.wfile.write(encode_frame(OP_CLOSE, (1000).to_bytes(2, "big")))
+            return
+        ExecSession(self.rfile, self.wfile, process, argv).run()
+
     # ----- logs ---------------------------------------------------------------------------------
 
     def _logs(self, route: ResourceRoute, query: dict[str, str]) -> None:
         if route.resource != PODS or route.name is None:
             raise errors.bad_request("logs are served for pods only")
         pod = self.api.store.get(PODS, route.namespace, route.name, copy_result=False)
-        spec = pod.get("spec") or {}
-        names = [c["name"] for c in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]]
-        container = query.get("container")
-        if not container:
-            main = [c["name"] for c in spec.get("containers") or []]
-            if len(main) != 1:
-                raise errors.bad_request(
-                    f"a container name must be specified for pod {route.name}, choose one of: [{' '.join(main)}]"
-                )
-            container = main[0]
-        if container not in names:
-            raise errors.bad_request(f"container {container} is not valid for pod {route.name}")
+        container = _pick_container(pod, query.get("container"))
         log = self.api.pod_logs.get(pod["metadata"]["uid"], container)
         if log is None:
             reason = "ContainerCreating"
@@ -534,3 +581,19 @@ class ApiRequestHandler(BaseHTTPRequestHandler):
             self._end_stream()
         except OSError:
             pass
+
+
+def _pick_container(pod: dict[str, Any], requested: str | None) -> str:
+    """The container a logs/exec request is about (the only one when the pod has one)."""
+    spec = pod.get("spec") or {}
+    name = pod["metadata"]["name"]
+    main = [c["name"] for c in spec.get("containers") or []]
+    if not requested:
+        if len(main) != 1:
+            raise errors.bad_request(
+                f"a container name must be specified for pod {name}, choose one of: [{' '.join(main)}]"
+            )
+        return main[0]
+    if requested not in main + [c["name"] for c in spec.get("initContainers") or []]:
+        raise errors.bad_request(f"container {requested} is not valid for pod {name}")
+    return requested

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from iris.testing.fake_apiserver.resources import ResourceRegistry, ResourceType
 
-_SUBRESOURCES = frozenset({"status", "log", "binding", "eviction", "finalize"})
+_SUBRESOURCES = frozenset({"status", "log", "exec", "binding", "eviction", "finalize"})
 
 
 @dataclass(frozen=True)

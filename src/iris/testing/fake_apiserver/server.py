@@ -8,6 +8,7 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from iris.testing.fake_apiserver.exec_session import ExecHandler
 from iris.testing.fake_apiserver.http_handler import ApiHttpServer
 from iris.testing.fake_apiserver.kubeconfig import write_kubeconfig
 from iris.testing.fake_apiserver.pod_logs import PodLogs
@@ -46,6 +47,7 @@ class FakeApiServer:
         self.registry = ResourceRegistry()
         self.store = ObjectStore(self.registry, history_size=history_size)
         self.tokens = frozenset(tokens)
+        self.exec_handler: ExecHandler | None = None  # set by the kubelet simulator
         self.bookmark_interval = bookmark_interval
         self.stopping = threading.Event()
         self._owns_state_dir = state_dir is None

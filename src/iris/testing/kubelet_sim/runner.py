@@ -21,7 +21,6 @@ from iris.testing.kubelet_sim import pod_status
 log = logging.getLogger(__name__)
 
 StatusUpdate = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]  # (status, pod) -> new status
-IMAGE_PULL_BACKOFF_DELAY = 1.0
 
 
 @dataclass(frozen=True)
@@ -35,6 +34,7 @@ class ContainerPlan:
     memory_limit_bytes: int | None = None
     active_deadline_seconds: int | None = None
     failure: tuple[str, str] | None = None
+    image_pull_backoff_after: float = 1.0  # ErrImagePull turns into ImagePullBackOff after this long
 
 
 class ContainerRunner:
@@ -132,7 +132,7 @@ class ContainerRunner:
         if plan.failure is not None:
             reason, message = plan.failure
             self._report(lambda status, pod: pod_status.waiting(status, pod, reason, message))
-            if reason == "ErrImagePull" and not self._stop.wait(IMAGE_PULL_BACKOFF_DELAY):
+            if reason == "ErrImagePull" and not self._stop.wait(plan.image_pull_backoff_after):
                 backoff = f'Back-off pulling image "{plan.image}"'
                 self._report(lambda status, pod: pod_status.waiting(status, pod, "ImagePullBackOff", backoff))
             self._stop.wait()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -49,12 +50,14 @@ class KubeletSimulator:
         work_dir: Path,
         host_env_passthrough: Sequence[str] = HOST_ENV_PASSTHROUGH,
         watchdog_interval: float = 0.2,
+        image_pull_backoff_after: float = 1.0,
     ) -> None:
         self.server = server
         self.node_specs = list(nodes)
         self.work_dir = Path(work_dir)
         self.host_env_passthrough = tuple(host_env_passthrough)
         self.watchdog_interval = watchdog_interval
+        self.image_pull_backoff_after = image_pull_backoff_after
         self._lock = threading.RLock()
         self._wakeup = threading.Event()
         self._stopping = threading.Event()
@@ -77,9 +80,31 @@ class KubeletSimulator:
         self._pods = Informer(self.server, PODS, self._wakeup)
         self._nodes = Informer(self.server, NODES, self._wakeup)
         self._informers = [self._pods, self._nodes]
+        self.server.exec_handler = self.exec_in_pod
         for thread in self._threads:
             thread.start()
         return self
+
+    def exec_in_pod(
+        self, pod: dict[str, Any], container: str, argv: list[str], stdin: bool
+    ) -> subprocess.Popen[bytes]:
+        """Run ``argv`` beside a running container: same working directory and environment."""
+        with self._lock:
+            runner = self._runners.get(pod["metadata"]["uid"])
+        if runner is None or runner.pid is None:
+            raise ApiError(
+                400, "BadRequest", f'unable to upgrade connection: container not found ("{container}")'
+            )
+        plan = runner.plan
+        return subprocess.Popen(
+            argv,
+            cwd=plan.cwd,
+            env=plan.env,
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
 
     def register_node(self, spec: NodeSpec) -> None:
         """Create (or refresh) the Node object for ``spec``; it becomes schedulable at once."""
@@ -102,6 +127,8 @@ class KubeletSimulator:
         """Stop reacting and kill every container process."""
         self._stopping.set()
         self._wakeup.set()
+        if self.server.exec_handler == self.exec_in_pod:
+            self.server.exec_handler = None
         for thread in self._threads:
             if thread.is_alive():
                 thread.join(timeout=5)
@@ -303,6 +330,7 @@ class KubeletSimulator:
             memory_limit_bytes=memory_limit,
             active_deadline_seconds=int(deadline) if deadline is not None else None,
             failure=failure,
+            image_pull_backoff_after=self.image_pull_backoff_after,
         )
 
     def _lookup(self, resource: ResourceType, namespace: str, name: str) -> dict[str, Any] | None:
