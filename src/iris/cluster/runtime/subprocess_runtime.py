@@ -586,7 +586,9 @@ class SubprocessRuntime:
         for attempt in live:
             if attempt.returncode is not None and attempt.open_fds and attempt.eof_deadline is not None:
                 if now >= attempt.eof_deadline:
-                    self._handle_stuck_pipes(attempt, now)
+                    attempt.eof_deadline = None
+                    # On the io thread: it owns the pipe fds, so none can be closed and reused meanwhile.
+                    self._io.call_soon(lambda a=attempt: self._handle_stuck_pipes(a))
         for attempt in unreleased:
             if self._tree_gone(attempt):
                 remove_pid_record(self.pids_dir, attempt.uid)
@@ -596,8 +598,14 @@ class SubprocessRuntime:
                 self._notify(attempt.uid)
         self._prune()
 
-    def _handle_stuck_pipes(self, attempt: _Attempt, now: float) -> None:
-        """The main process exited but something still holds its output pipes open."""
+    def _handle_stuck_pipes(self, attempt: _Attempt) -> None:
+        """The main process exited but something still holds its output pipes open (io thread).
+
+        First kill whoever holds them (found by pipe inode); if that does not bring EOF within
+        another grace period, close our ends and finish the attempt anyway.
+        """
+        if not attempt.open_fds:
+            return
         if not attempt.holders_killed:
             attempt.holders_killed = True
             inodes = set()
@@ -611,10 +619,9 @@ class SubprocessRuntime:
                 if info is not None:
                     attempt.outsiders[pid] = info.start_ticks
             signal_identified(attempt.outsiders.copy(), signal.SIGKILL)
-            attempt.eof_deadline = now + self._eof_grace_s
+            attempt.eof_deadline = time.monotonic() + self._eof_grace_s
             return
-        attempt.eof_deadline = None
-        self._io.call_soon(lambda: self._force_close_streams(attempt))
+        self._force_close_streams(attempt)
 
     def _prune(self) -> None:
         doomed: list[str] = []
