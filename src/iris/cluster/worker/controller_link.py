@@ -66,8 +66,9 @@ class ControllerLink:
             self._change_seq += 1
         self._nudge_wanted.set()
 
-    def reconcile_began(self) -> int:
-        """Call before reading attempt states for a reconcile answer; pass the result to ``reconciled``."""
+    def change_mark(self) -> int:
+        """The number of the latest state change. Take it just before reading attempt states for a
+        reconcile answer, and pass it to ``reconciled`` once the answer is built."""
         with self._lock:
             return self._change_seq
 

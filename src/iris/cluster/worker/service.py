@@ -70,7 +70,7 @@ class WorkerService:
             self._runtime.start_many(plan.start)
             self._runtime.pin(plan.desired)
             # Every change so far (including the starts above) is in this answer: no nudge needed for it.
-            covered = self._link.reconcile_began() if self._link else 0
+            covered = self._link.change_mark() if self._link else 0
             observations = []
             for uid in plan.observe:
                 snapshot = self._runtime.snapshot(uid)
