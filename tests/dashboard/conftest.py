@@ -77,7 +77,9 @@ def seeded() -> Iterator[SeededCluster]:
             Entrypoint.from_command("sleep", "300"), name="stage1", resources=SMALL, parent_job_id=parent
         )
         s.jobs["stage1"] = child.job_id
-        wait_until(lambda: _state(client, s.jobs["doomed"]) is JobState.RUNNING, timeout=30, what="doomed running")
+        wait_until(
+            lambda: _state(client, s.jobs["doomed"]) is JobState.RUNNING, timeout=30, what="doomed running"
+        )
         client.job(s.jobs["doomed"]).kill()
         for key, want in (
             ("hello", JobState.SUCCEEDED),

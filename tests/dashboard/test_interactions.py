@@ -76,7 +76,9 @@ def test_log_view_follows_a_running_task(page, seeded: SeededCluster) -> None:
 
 
 def test_stop_asks_for_confirmation_then_kills_the_job(page, seeded: SeededCluster) -> None:
-    job = seeded.client.submit(Entrypoint.from_command("sleep", "300"), name="victim", resources=SMALL, user="erin")
+    job = seeded.client.submit(
+        Entrypoint.from_command("sleep", "300"), name="victim", resources=SMALL, user="erin"
+    )
     wait_until(lambda: job.status() is JobState.RUNNING, timeout=30, what="victim running")
     open_page(page, seeded.url, f"/jobs{job.job_id}", ".page-job[data-loaded]")
     page.wait_for_selector('.job-head .badge:text("running")')
@@ -98,7 +100,9 @@ def test_stop_asks_for_confirmation_then_kills_the_job(page, seeded: SeededClust
 
 def test_filters_sort_and_pages(page, seeded: SeededCluster) -> None:
     for i in range(30):
-        seeded.client.submit(Entrypoint.from_command("true"), name=f"bulk-{i:02d}", resources=SMALL, user="bulk")
+        seeded.client.submit(
+            Entrypoint.from_command("true"), name=f"bulk-{i:02d}", resources=SMALL, user="bulk"
+        )
     open_page(page, seeded.url, "/jobs?user=bulk&size=25", ".page-jobs[data-loaded]")
     assert page.locator("tbody tr").count() == 25
     assert page.locator(".pager .range").inner_text() == "1–25 of 30"

@@ -71,7 +71,9 @@ def test_workers_page(page, seeded: SeededCluster) -> None:
     open_page(page, seeded.url, "/workers", ".page-workers[data-loaded]")
     rows = page.locator("tr[data-worker-id]")
     assert rows.count() == 2
-    assert set(page.locator("tr[data-worker-id]").evaluate_all("rs => rs.map(r => r.dataset.status)")) == {"HEALTHY"}
+    assert set(page.locator("tr[data-worker-id]").evaluate_all("rs => rs.map(r => r.dataset.status)")) == {
+        "HEALTHY"
+    }
     text = page.locator(".page-workers").inner_text()
     assert "/ 2 cpu" in text and "/ 2GB" in text
     assert page.locator(".meter-fill").count() == 4

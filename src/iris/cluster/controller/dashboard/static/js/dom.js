@@ -46,9 +46,9 @@ export function empty(text) {
 }
 
 /** A "used of total" bar: fraction in [0, 1], label shown beside it. */
-export function meter(fraction, label, title) {
+export function meter(fraction, label, title, { neutral = false } = {}) {
   const f = Number.isFinite(fraction) ? Math.max(0, Math.min(1, fraction)) : 0;
-  const level = f >= 0.9 ? "high" : f >= 0.6 ? "mid" : "low";
+  const level = neutral ? "neutral" : f >= 0.9 ? "high" : f >= 0.6 ? "mid" : "low";
   return h(
     "div",
     { class: "meter", title: title || label },

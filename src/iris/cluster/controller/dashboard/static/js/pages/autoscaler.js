@@ -4,7 +4,7 @@
 import { api } from "../api.js";
 import { badge, fill, h, meter, notice, table } from "../dom.js";
 import { humanKey, renderValue, scalar } from "../components/generic.js";
-import { fmtAgo, fmtTime } from "../format.js";
+import { fmtAgo, fmtTime, stateClass } from "../format.js";
 import { Poller } from "../poll.js";
 
 const KNOWN_GROUP_KEYS = new Set(["name", "slices", "demand", "target", "min_slices", "max_slices", "last_action", "status", "backoff_until"]);
@@ -14,14 +14,26 @@ function slicesCell(slices) {
   if (!slices || typeof slices !== "object") return renderValue(slices);
   const entries = Object.entries(slices).filter(([, n]) => n);
   if (!entries.length) return h("span", { class: "dim" }, "none");
-  return h("div", { class: "attrs" }, entries.map(([state, n]) => h("span", { class: "attr" }, `${String(state).toLowerCase()} ${n}`)));
+  return h(
+    "div",
+    { class: "attrs" },
+    entries.map(([state, n]) => h("span", { class: `attr ${stateClass(state)}` }, `${String(state).toLowerCase().replace(/_/g, " ")} ${n}`)),
+  );
 }
 
 function demandCell(g) {
   if (g.demand == null && g.target == null) return h("span", { class: "dim" }, "—");
   const max = Math.max(Number(g.max_slices) || 0, Number(g.target) || 0, Number(g.demand) || 0, 1);
   const label = `demand ${g.demand ?? "—"} · target ${g.target ?? "—"}`;
-  return meter((Number(g.target) || 0) / max, label, `${label} (max ${g.max_slices ?? "—"})`);
+  return meter((Number(g.target) || 0) / max, label, `${label} (max ${g.max_slices ?? "—"})`, { neutral: true });
+}
+
+function lastActionCell(a, now) {
+  if (a && typeof a === "object" && !Array.isArray(a) && "action" in a) {
+    const when = typeof a.ts === "number" ? ` · ${fmtAgo(a.ts, now)}` : "";
+    return h("span", { title: a.reason || "" }, `${String(a.action).replace(/_/g, " ")}${when}`);
+  }
+  return renderValue(a, "last_action", 1);
 }
 
 export function mount(root) {
@@ -61,7 +73,7 @@ export function mount(root) {
                 { label: "Slices", render: (g) => slicesCell(g.slices) },
                 { label: "Demand / target", cls: "col-util", render: demandCell },
                 { label: "Min–max", render: (g) => `${g.min_slices ?? "—"}–${g.max_slices ?? "—"}` },
-                { label: "Last action", render: (g) => renderValue(g.last_action, "last_action", 1) },
+                { label: "Last action", render: (g) => lastActionCell(g.last_action, now) },
                 {
                   label: "Backoff until",
                   render: (g) => (g.backoff_until && g.backoff_until > now ? h("span", { title: fmtTime(g.backoff_until) }, `in ${fmtAgo(now, g.backoff_until).replace(" ago", "")}`) : h("span", { class: "dim" }, "—")),

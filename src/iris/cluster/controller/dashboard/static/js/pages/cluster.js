@@ -4,7 +4,7 @@
 import { api } from "../api.js";
 import { badge, fill, h, kvList, notice, table } from "../dom.js";
 import { humanKey, objectTable, renderValue, scalar } from "../components/generic.js";
-import { fmtCount } from "../format.js";
+import { fmtCount, stateClass } from "../format.js";
 import { Poller } from "../poll.js";
 
 const SHOWN = new Set(["backend_id", "namespace", "local_queue", "server", "pods", "workloads", "workloads_admitted",
@@ -25,10 +25,10 @@ function nodesTable(nodes) {
     { class: "table-wrap" },
     table(
       [
-        { label: "Node", render: (n) => h("span", { class: "mono" }, scalar(n.name)) },
+        { label: "Node", cls: "nowrap", render: (n) => h("span", { class: "mono" }, scalar(n.name)) },
         { label: "Ready", render: (n) => badge(n.ready ? "HEALTHY" : "DEAD", n.ready ? "ready" : "not ready") },
         { label: "Schedulable", render: (n) => (n.unschedulable ? h("span", { class: "err-text" }, "cordoned") : "yes") },
-        { label: "Allocatable", render: (n) => resources(n.allocatable) },
+        { label: "Allocatable", cls: "nowrap", render: (n) => resources(n.allocatable) },
         { label: "Labels", render: (n) => renderValue(n.labels, "labels", 1) },
       ],
       nodes,
@@ -91,7 +91,9 @@ export function mount(root) {
             "div",
             { class: "card", dataset: { section: "pods" } },
             h("h2", {}, "Pods"),
-            h("div", { class: "attrs big" }, Object.entries(phases).map(([p, n]) => h("span", { class: "attr" }, `${p} ${n}`))),
+            Object.keys(phases).length
+              ? h("div", { class: "attrs big pod-phases" }, Object.entries(phases).map(([p, n]) => h("span", { class: `attr ${stateClass(p)}` }, `${p} ${n}`)))
+              : h("p", { class: "dim" }, "No pod of this controller exists right now."),
             renderValue(Object.fromEntries(Object.entries(pods).filter(([k]) => k !== "by_phase" && k !== "total"))),
           )
         : null,
