@@ -193,7 +193,7 @@ def test_evict_api_takes_the_whole_group(cluster: tuple[FakeApiServer, KueueSimu
     for i in range(2):
         create_pod(server, f"e-{i}", "1", group="e", total=2)
     wait_until(lambda: all(admitted(server, f"e-{i}") for i in range(2)), timeout=5)
-    assert sorted(kueue.evict("e-1", namespace=NS, reason="NodeLost")) == ["e-0", "e-1"]
+    assert sorted(kueue.evict("e-1", reason="NodeLost")) == ["e-0", "e-1"]
     wait_until(
         lambda: pod(server, "e-0") is None and pod(server, "e-1") is None, timeout=5, what="group gone"
     )
@@ -215,3 +215,14 @@ def test_a_deleted_workload_object_is_mirrored_again(cluster: tuple[FakeApiServe
     server.store.delete(WORKLOADS, NS, name)
     create_pod(server, "nudge", "1")  # any change makes Kueue look again
     assert "request > maximum capacity (8 > 4)" in wait_until(lambda: quota_message(server, name), timeout=5)
+
+
+def test_raising_the_quota_admits_waiting_pods(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
+    server, _ = cluster
+    create_pod(server, "wide", "6")
+    wait_until(lambda: gated(server, "wide") and server.store.list(WORKLOADS, NS).items, timeout=5)
+    bigger = cluster_queue_object({"cpu": "8", "memory": "8Gi"})
+    server.store.patch(
+        CLUSTER_QUEUES, None, "iris-cluster-queue", {"spec": bigger["spec"]}, "application/merge-patch+json"
+    )
+    wait_until(lambda: admitted(server, "wide"), timeout=5, what="admitted under the new quota")

@@ -176,17 +176,27 @@ class KueueSimulator:
         self,
         pod_name: str,
         *,
-        namespace: str,
+        namespace: str | None = None,
         reason: str = "EvictedByTest",
         message: str = "Evicted by test",
     ) -> list[str]:
-        """Evict the workload of ``pod_name`` (its whole pod group); returns the pod names deleted."""
+        """Evict the workload of ``pod_name`` (its whole pod group), as Kueue preemption does.
+
+        Each pod gets ``DisruptionTarget=True`` (reason PreemptionByKueue, ``message``) and is
+        deleted; the Workload records ``Evicted`` with ``reason``. Returns the pod names deleted.
+        ``namespace`` may be omitted when the pod name is unique.
+        """
         with self._lock:
             self._sync()
-            pod = self._pods.cache.get((namespace, pod_name))
-            if pod is None:
-                raise KeyError(f"no pod {namespace}/{pod_name}")
-            key = (namespace, _workload_name(pod))
+            matches = [
+                p
+                for (ns, name), p in self._pods.cache.items()
+                if name == pod_name and namespace in (None, ns)
+            ]
+            if len(matches) != 1:
+                raise KeyError(f"{len(matches)} pods named {pod_name!r} (namespace {namespace!r})")
+            pod = matches[0]
+            key = (pod["metadata"]["namespace"], _workload_name(pod))
             workload = self._workloads.get(key)
             if workload is None:
                 workload = self._remember(key, pod)
