@@ -45,6 +45,9 @@ class ControllerStub:
     port: int = 0
     registrations: list[RegisterRequest] = field(default_factory=list)
     nudges: list[tuple[str, float]] = field(default_factory=list)
+    # A slow controller: each nudge answer waits this long (to observe coalescing).
+    nudge_delay_s: float = 0.0
+    max_concurrent_nudges: int = 0
 
     def __post_init__(self) -> None:
         self._server: uvicorn.Server | None = None
@@ -64,8 +67,17 @@ class ControllerStub:
             known.add(request.worker_id)
             return RegisterResponse(worker_id=request.worker_id or "assigned")
 
+        in_flight = [0]
+        lock = threading.Lock()
+
         @app.post("/api/v1/workers/{worker_id}/nudge")
         def nudge(worker_id: str) -> JSONResponse:
+            with lock:
+                in_flight[0] += 1
+                self.max_concurrent_nudges = max(self.max_concurrent_nudges, in_flight[0])
+            time.sleep(self.nudge_delay_s)
+            with lock:
+                in_flight[0] -= 1
             self.nudges.append((worker_id, time.time()))
             if worker_id not in known:
                 return JSONResponse(

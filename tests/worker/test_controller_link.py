@@ -1,0 +1,67 @@
+"""ControllerLink against a real HTTP stub: registration, coalesced nudges, nudges skipped once reported."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from tests.worker.harness import ControllerStub, wait_until
+
+from iris.cluster.worker.controller_link import ControllerLink
+from iris.rpc.models import RegisterRequest, ResourceSpec
+
+
+def request() -> RegisterRequest:
+    return RegisterRequest(worker_id="w-link", address="127.0.0.1:1", capacity=ResourceSpec())
+
+
+@pytest.fixture
+def stub() -> Iterator[ControllerStub]:
+    controller = ControllerStub().start()
+    yield controller
+    controller.stop()
+
+
+def test_many_changes_coalesce_into_few_nudges_never_two_at_once(stub: ControllerStub) -> None:
+    stub.nudge_delay_s = 0.3
+    link = ControllerLink(stub.url, "w-link", request, reregister_after_s=60)
+    link.start()
+    try:
+        wait_until(lambda: stub.registrations, what="registration")
+        for _ in range(50):
+            link.state_changed()
+            time.sleep(0.005)
+        wait_until(lambda: len(stub.nudges) >= 2, what="the in-flight and the queued nudge")
+        time.sleep(0.8)  # give a wrongly uncoalesced link the chance to send more
+        assert 2 <= len(stub.nudges) <= 3
+        assert stub.max_concurrent_nudges == 1
+    finally:
+        link.stop()
+
+
+def test_changes_already_reported_by_a_reconcile_send_no_nudge(stub: ControllerStub) -> None:
+    stub.nudge_delay_s = 0.4
+    link = ControllerLink(stub.url, "w-link", request, reregister_after_s=60)
+    link.start()
+    try:
+        wait_until(lambda: stub.registrations, what="registration")
+        link.state_changed()
+        wait_until(lambda: stub.max_concurrent_nudges == 1, what="first nudge in flight")
+        # While that nudge is in flight another change happens, and a reconcile answer reports it.
+        link.state_changed()
+        link.reconciled(link.change_mark())
+        wait_until(lambda: len(stub.nudges) == 1, what="first nudge answered")
+        time.sleep(0.6)
+        assert len(stub.nudges) == 1
+    finally:
+        link.stop()
+
+
+def test_silence_from_the_controller_leads_to_registering_again(stub: ControllerStub) -> None:
+    link = ControllerLink(stub.url, "w-link", request, reregister_after_s=0.3)
+    link.start()
+    try:
+        wait_until(lambda: len(stub.registrations) >= 3, timeout=5, what="repeated registrations")
+    finally:
+        link.stop()
