@@ -42,10 +42,6 @@ class ContainerLog:
         self._cond = threading.Condition()
         self._finished = False
 
-    @property
-    def finished(self) -> bool:
-        return self._finished
-
     def write_line(self, text: str, when: dt.datetime | None = None) -> None:
         stamp = rfc3339_nano(when or dt.datetime.now(dt.UTC))
         with self._cond:

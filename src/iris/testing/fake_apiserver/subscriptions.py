@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,15 +110,3 @@ class Subscription:
             self._closed = True
             self._queue.put(_CLOSED)
             self._on_close(self)
-
-    def __iter__(self) -> Iterator[WatchEvent]:
-        while not self._closed:
-            event = self.get(timeout=0.5)
-            if event is not None:
-                yield event
-
-    def __enter__(self) -> Subscription:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -33,7 +33,6 @@ class NodeInfo:
 class Placement:
     node: str | None
     message: str = ""
-    reasons: Mapping[str, int] = field(default_factory=dict)
 
 
 def node_info(node: dict[str, Any]) -> NodeInfo:
@@ -150,4 +149,4 @@ def schedule_pod(
     if feasible:
         return Placement(min(feasible)[1])
     detail = ", ".join(f"{count} {reason}" for reason, count in sorted(reasons.items()))
-    return Placement(None, f"0/{len(nodes)} nodes are available: {detail}.", dict(reasons))
+    return Placement(None, f"0/{len(nodes)} nodes are available: {detail}.")

@@ -65,7 +65,6 @@ class _Workload:
     name: str
     queue_name: str
     order: int
-    is_group: bool
     assignment: dict[str, str] | None = None
     cluster_queue: str = ""
     requests: dict[str, Fraction] = field(default_factory=dict)
@@ -122,7 +121,6 @@ class KueueSimulator:
         self._workloads: dict[WorkloadKey, _Workload] = {}
         self._informers: list[Informer] = []
         self._thread = threading.Thread(target=self._run, name="kueue-sim", daemon=True)
-        self.cycles = 0
 
     def _gate(self, resource: Any, obj: dict[str, Any]) -> None:
         gate_queued_pods(resource, obj, add_finalizer=self.add_finalizer)
@@ -218,7 +216,6 @@ class KueueSimulator:
             key[1],
             labels.get(QUEUE_NAME_LABEL, ""),
             next(self._order),
-            POD_GROUP_NAME_LABEL in labels,
         )
         self._workloads[key] = workload
         return workload
@@ -226,7 +223,6 @@ class KueueSimulator:
     def run_cycle(self) -> None:
         """One admission pass over everything the informers hold (idempotent: writes only changes)."""
         with self._lock:
-            self.cycles += 1
             self._sync()
             members: dict[WorkloadKey, list[dict[str, Any]]] = {}
             for pod in sorted(self._pods.cache.values(), key=lambda p: int(p["metadata"]["resourceVersion"])):
