@@ -159,9 +159,10 @@ def test_properties(
         assert tr.task == t
     # MISSING is a protocol sentinel, never stored.
     assert tr.task.state is not S.MISSING and tr.attempt.state is not S.MISSING
-    # Budgets only grow, and the failure count never passes its limit + 1.
-    assert tr.task.failure_count >= failures
-    assert tr.task.failure_count <= max(failures, max_failures + 1)
+    # Budgets only grow, by at most one charge per observation; a retry stays within the budget.
+    assert failures <= tr.task.failure_count <= failures + 1
+    if tr.task.state is S.PENDING and tr.task.failure_count > failures:
+        assert tr.task.failure_count <= max_failures
 
 
 def test_replace_keeps_snapshots_plain() -> None:

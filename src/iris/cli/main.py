@@ -85,6 +85,23 @@ def controller() -> None:
 @click.option(
     "--tick", default=1.0, show_default=True, type=float, help="Safety-net tick of the control loop, seconds."
 )
+@click.option(
+    "--worker-grace",
+    default=10.0,
+    show_default=True,
+    type=float,
+    help="Seconds a silent worker keeps its tasks.",
+)
+@click.option(
+    "--advertise-url", help="URL tasks and workers use to reach the controller (default: the listen address)."
+)
+@click.option("--image", help="Kubernetes backend: container image for task pods.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Cluster config (YAML); its scale groups enable the autoscaler.",
+)
 def controller_start(
     host: str,
     port: int,
@@ -94,27 +111,36 @@ def controller_start(
     namespace: str,
     queue: str,
     tick: float,
+    worker_grace: float,
+    advertise_url: str | None,
+    image: str | None,
+    config_path: Path | None,
 ) -> None:
     """Run the controller alone; workers on other machines join with `iris worker start --controller URL`."""
-    import logging
+    from iris.cluster.controller.main import main as controller_main
 
-    from iris.cluster.controller.main import build_controller, serve
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    ctrl = build_controller(
-        backend=backend,
-        state_dir=state_dir,
-        kubeconfig=kubeconfig,
-        namespace=namespace,
-        queue=queue,
-        tick_interval_s=tick,
-    )
+    argv = ["--host", host, "--port", str(port), "--state-dir", str(state_dir), "--backend", backend]
+    argv += [
+        "--namespace",
+        namespace,
+        "--queue",
+        queue,
+        "--tick",
+        str(tick),
+        "--worker-grace",
+        str(worker_grace),
+    ]
+    for flag, value in (
+        ("--kubeconfig", kubeconfig),
+        ("--advertise-url", advertise_url),
+        ("--image", image),
+        ("--config", config_path),
+    ):
+        if value is not None:
+            argv += [flag, str(value)]
     err_console.print(f"controller starting on http://{host}:{port} (state in {state_dir})")
-    _install_sigterm()
     try:
-        serve(ctrl, host=host, port=port)
-    except KeyboardInterrupt:
-        pass
+        controller_main(argv)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 

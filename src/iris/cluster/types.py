@@ -44,6 +44,7 @@ __all__ = [
     "ResourceSpec",
     "StopReason",
     "TaskState",
+    "TaskTarget",
 ]
 
 _COMPONENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -132,3 +133,19 @@ class JobName:
     def __str__(self) -> str:
         base = "/" + "/".join(self.parts)
         return base if self.task_index is None else f"{base}/{self.task_index}"
+
+
+@dataclass(frozen=True)
+class TaskTarget:
+    """Where task RPCs (logs, exec, process status) go.
+
+    WORKER: ``address`` of the worker daemon running the attempt. KUBERNETES: ``attempt_uid``,
+    from which the pod name is rebuilt, so no pod name is ever stored.
+    """
+
+    address: str | None = None
+    attempt_uid: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.address is None) == (self.attempt_uid is None):
+            raise ValueError("a TaskTarget names exactly one of address or attempt_uid")

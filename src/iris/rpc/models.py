@@ -224,6 +224,8 @@ class AttemptStatus(WireModel):
     finished_at: float | None = None
     exit_code: int | None = None
     error: str | None = None
+    # What the runtime last said about it (e.g. why its pod is still pending); not an error.
+    message: str | None = None
 
 
 class TaskStatus(WireModel):

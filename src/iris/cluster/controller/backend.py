@@ -14,6 +14,16 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Protocol
 
+from iris.cluster.types import TaskTarget
+
+__all__ = [
+    "BackendDescriptor",
+    "BackendKind",
+    "DashboardDescriptor",
+    "TaskTarget",
+    "dashboard_backend_descriptor",
+]
+
 
 class BackendKind(StrEnum):
     """The execution mechanism owned by a controller's backend."""
@@ -57,22 +67,6 @@ class DashboardDescriptor:
 
     name: str
     capabilities: list[str]
-
-
-@dataclass(frozen=True)
-class TaskTarget:
-    """Where task RPCs (logs, exec, process status) go.
-
-    WORKER: ``address`` of the worker daemon running the attempt. KUBERNETES: ``attempt_uid``,
-    from which the pod name is rebuilt, so no pod name is ever stored.
-    """
-
-    address: str | None = None
-    attempt_uid: str | None = None
-
-    def __post_init__(self) -> None:
-        if (self.address is None) == (self.attempt_uid is None):
-            raise ValueError("a TaskTarget names exactly one of address or attempt_uid")
 
 
 class HasBackendDescriptor(Protocol):

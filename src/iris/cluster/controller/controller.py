@@ -50,7 +50,7 @@ from iris.rpc.enums import (
     TaskState,
     WorkerStatus,
 )
-from iris.rpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound
+from iris.rpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
 from iris.rpc.models import (
     AttemptObservation,
     DesiredAttempt,
@@ -756,7 +756,11 @@ class Controller:
         with self.db.read() as cur:
             live = store.unreleased_attempts(cur)
         desired = self._desired(live)
-        observations = self.pod_backend.reconcile(desired)
+        try:
+            observations = self.pod_backend.reconcile(desired)
+        except Unavailable as exc:
+            log.warning("pod reconcile skipped this round: %s", exc.message)
+            return False
         asked = {d.attempt_uid for d in desired}
         return self._apply_observations(
             {o.attempt_uid: o for o in observations if o.attempt_uid in asked}, self.clock()

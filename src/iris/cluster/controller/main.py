@@ -48,14 +48,15 @@ def serve(
     port: int = 10000,
     ready_file: Path | None = None,
     extra_ready: dict[str, Any] | None = None,
+    advertise_url: str | None = None,
 ) -> None:
     """Serve the API until SIGTERM/SIGINT, then stop the control loop."""
     sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]
     url = f"http://{host}:{bound_port}"
-    controller.set_url(url)
+    controller.set_url(advertise_url or url)
     if controller.autoscaler is not None:
-        controller.autoscaler.controller_url = url
+        controller.autoscaler.controller_url = advertise_url or url
     app = create_app(controller, dashboard_dir=DASHBOARD_DIR)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_keep_alive=120, lifespan="off"
@@ -180,6 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queue", default="iris")
     parser.add_argument("--tick", type=float, default=1.0)
     parser.add_argument("--worker-grace", type=float, default=10.0)
+    parser.add_argument("--advertise-url", help="URL tasks and workers use to reach this controller")
+    parser.add_argument("--image", help="kubernetes backend: container image for task pods")
     parser.add_argument(
         "--config", type=Path, help="cluster config file (YAML); its scale groups enable the autoscaler"
     )
@@ -205,9 +208,16 @@ def main(argv: list[str] | None = None) -> None:
         tick_interval_s=tick,
         worker_grace_s=grace,
         config=config,
+        image=args.image,
     )
     try:
-        serve(controller, host=args.host, port=args.port, ready_file=args.ready_file)
+        serve(
+            controller,
+            host=args.host,
+            port=args.port,
+            ready_file=args.ready_file,
+            advertise_url=args.advertise_url,
+        )
     except KeyboardInterrupt:
         pass
 

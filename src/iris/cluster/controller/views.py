@@ -48,7 +48,8 @@ def task_statuses(
                 started_at=a["started_at"],
                 finished_at=a["finished_at"],
                 exit_code=a["exit_code"],
-                error=a["error"] or a["message"],
+                error=a["error"],
+                message=a["message"],
             )
             for a in attempts.get(r["task_id"], [])
         ]

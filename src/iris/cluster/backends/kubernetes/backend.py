@@ -42,7 +42,7 @@ from iris.cluster.backends.kubernetes.plan import (
 )
 from iris.cluster.backends.kubernetes.pods import PodSpecError, build_pod
 from iris.cluster.backends.kubernetes.status import is_kueue_gated, is_terminal_pod, map_pod_status
-from iris.cluster.controller.backend import TaskTarget
+from iris.cluster.types import TaskTarget
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import InvalidArgument, NotFound, Unavailable
 from iris.rpc.models import AttemptObservation, DesiredAttempt, LogLine, LogsResponse

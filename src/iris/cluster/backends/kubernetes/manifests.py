@@ -229,8 +229,12 @@ def manifests_yaml(objects: list[dict[str, Any]]) -> str:
     return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True)
 
 
-def controller_command(*, port: int, namespace: str, queue: str) -> list[str]:
-    """`iris controller start` as the Deployment runs it (in-cluster credentials: no kubeconfig)."""
+def controller_command(*, port: int, namespace: str, queue: str, image: str = DEFAULT_IMAGE) -> list[str]:
+    """`iris controller start` as the Deployment runs it (in-cluster credentials: no kubeconfig).
+
+    Task pods reach the controller through its Service, and run the same image (so Iris and the
+    callable runner are there).
+    """
     return [
         "iris",
         "controller",
@@ -247,6 +251,10 @@ def controller_command(*, port: int, namespace: str, queue: str) -> list[str]:
         namespace,
         "--queue",
         queue,
+        "--advertise-url",
+        f"http://{CONTROLLER}.{namespace}.svc.cluster.local:{port}",
+        "--image",
+        image,
     ]
 
 
@@ -309,7 +317,7 @@ def _deployment(
         "name": "controller",
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": controller_command(port=port, namespace=namespace, queue=queue),
+        "command": controller_command(port=port, namespace=namespace, queue=queue, image=image),
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
         "resources": {"requests": {"cpu": cpu, "memory": memory}, "limits": {"memory": memory}},

@@ -280,7 +280,9 @@ export function mount(root, route) {
         state = { ...state, page: Math.max(1, Math.ceil(list.total / s.size)) };
         changed();
       }
-      root.querySelector(".page-jobs").dataset.loaded = "1";
+      const pageEl = root.querySelector(".page-jobs");
+      if (!pageEl.dataset.loaded) performance.mark("iris:jobs-rendered");
+      pageEl.dataset.loaded = "1";
     } catch (err) {
       if (mySeq !== seq) return;
       fill(message, notice("error", err.message));
