@@ -18,12 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from iris.testing.fake_apiserver import (
     CLUSTER_QUEUES,
     LOCAL_QUEUES,
     NAMESPACES,
+    PRIORITY_CLASSES,
     RESOURCE_FLAVORS,
+    WORKLOAD_PRIORITY_CLASSES,
     FakeApiServer,
 )
 from iris.testing.k8s_quantity import format_quantity, parse_quantity
@@ -98,6 +101,17 @@ def cluster_queue_object(quota: Mapping[str, str | int]) -> dict:
     }
 
 
+def _apply_priority_classes(store: Any) -> None:
+    """The band priority classes exactly as `iris k8s manifests` renders them for an operator."""
+    from iris.cluster.backends.kubernetes.manifests import render_manifests
+
+    by_kind = {"PriorityClass": PRIORITY_CLASSES, "WorkloadPriorityClass": WORKLOAD_PRIORITY_CLASSES}
+    for obj in render_manifests(kueue_api_version="v1beta1"):
+        resource = by_kind.get(obj["kind"])
+        if resource is not None:
+            store.create(resource, None, {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")})
+
+
 def start_sandbox(
     state_dir: Path,
     *,
@@ -145,6 +159,7 @@ def start_sandbox(
         namespace,
         {"metadata": {"name": LOCAL_QUEUE_NAME}, "spec": {"clusterQueue": CLUSTER_QUEUE_NAME}},
     )
+    _apply_priority_classes(store)
     kubeconfig = server.write_kubeconfig(state_dir / "kubeconfig", namespace=namespace)
     return Sandbox(server, kueue, kubelet, kubeconfig, token, namespace, state_dir)
 
