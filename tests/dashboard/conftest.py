@@ -3,7 +3,6 @@ chromium driven by Playwright (never a downloaded browser)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -154,8 +153,5 @@ def screenshot(page, name: str) -> Path:  # type: ignore[no-untyped-def]
 def open_page(page, base_url: str, hash_route: str, loaded_selector: str) -> None:  # type: ignore[no-untyped-def]
     """Navigate to a dashboard route and wait until its data has rendered."""
     page.goto(f"{base_url}/#{hash_route}")
+    page.wait_for_selector("body[data-ready]")
     page.wait_for_selector(loaded_selector)
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "") not in ("", "0")

@@ -14,16 +14,16 @@ import * as statusPage from "./pages/status.js";
 
 /** Tabs in order; `available(ctx)` decides from the controller's capabilities. */
 const TABS = [
-  { page: "jobs", label: "Jobs", module: jobsPage, available: () => true },
-  { page: "scheduler", label: "Scheduler", module: schedulerPage, available: () => true },
+  { page: "jobs", label: "Jobs", module: jobsPage, available: () => true, always: true },
+  { page: "scheduler", label: "Scheduler", module: schedulerPage, available: () => true, always: true },
   { page: "workers", label: "Workers", module: workersPage, available: (c) => c.capabilities.has("workers") },
   { page: "autoscaler", label: "Autoscaler", module: autoscalerPage, available: (c) => c.capabilities.has("autoscaler") },
   { page: "cluster", label: "Cluster", module: clusterPage, available: (c) => c.capabilities.has("cluster") },
   { page: "endpoints", label: "Endpoints", module: endpointsPage, available: (c) => c.hasEndpoints },
-  { page: "status", label: "Status", module: statusPage, available: () => true },
+  { page: "status", label: "Status", module: statusPage, available: () => true, always: true },
 ];
 
-const ctx = { name: "", capabilities: new Set(), hasEndpoints: false };
+const ctx = { name: "", capabilities: new Set(), hasEndpoints: false, ready: false };
 let current = null; // {key, view}
 
 function tabFor(page) {
@@ -52,12 +52,15 @@ function renderTabs(activePage) {
 function route() {
   const r = parseHash(location.hash);
   const tabPage = r.page === "job" ? "jobs" : r.page;
-  renderTabs(tabPage);
+  if (ctx.ready) renderTabs(tabPage);
   const key = r.page === "job" ? `job:${r.id}` : r.page;
   if (current && current.key === key && current.view.update) {
     current.view.update(r);
     return;
   }
+  const tab = tabFor(r.page);
+  // Pages every controller has start before the capabilities arrive; the others wait for them.
+  if (!ctx.ready && !(r.page === "job" || (tab && tab.always))) return;
   if (current) current.view.unmount();
   current = null;
   const root = document.getElementById("view");
@@ -66,7 +69,6 @@ function route() {
     current = { key, view: jobPage.mount(root, r, ctx) };
     return;
   }
-  const tab = tabFor(r.page);
   if (!tab) {
     fill(root, notice("error", `There is no page called “${r.page}”.`), h("p", {}, h("a", { href: "#/jobs" }, "Go to the jobs")));
     return;
@@ -88,18 +90,25 @@ function showConnectivity(ok, error) {
 
 async function boot() {
   onConnectivity(showConnectivity);
-  const [info, endpoints] = await Promise.allSettled([api.dashboard(), api.endpoints()]);
-  if (info.status === "rejected") {
-    fill(document.getElementById("view"), notice("error", `Cannot load the dashboard: ${info.reason.message}`));
+  window.addEventListener("hashchange", route);
+  const info = api.dashboard();
+  const endpoints = api.endpoints();
+  route();
+  const [i, e] = await Promise.allSettled([info, endpoints]);
+  if (i.status === "rejected") {
+    if (current) current.view.unmount();
+    current = null;
+    fill(document.getElementById("view"), notice("error", `Cannot load the dashboard: ${i.reason.message}`));
     return;
   }
-  ctx.name = info.value.name;
-  ctx.capabilities = new Set(info.value.capabilities || []);
-  ctx.hasEndpoints = endpoints.status === "fulfilled";
+  ctx.name = i.value.name;
+  ctx.capabilities = new Set(i.value.capabilities || []);
+  ctx.hasEndpoints = e.status === "fulfilled";
+  ctx.ready = true;
   document.getElementById("cluster-name").textContent = ctx.name;
   document.title = `Iris · ${ctx.name}`;
-  window.addEventListener("hashchange", route);
-  route();
+  if (current) renderTabs(parseHash(location.hash).page === "job" ? "jobs" : parseHash(location.hash).page);
+  else route();
   document.body.dataset.ready = "1";
 }
 

@@ -83,20 +83,24 @@ class PendingReasons {
     this.fetchedAt = 0;
   }
 
-  async refresh(jobs) {
+  /** Fetch in the background when due; `onUpdate` runs once new reasons are in. */
+  refresh(jobs, onUpdate) {
     const missing = jobs.some((j) => j.state === "PENDING" && !j.pending_reason);
     if (!missing || Date.now() - this.fetchedAt < 10000) return;
     this.fetchedAt = Date.now();
-    try {
-      const data = await api.scheduler({ limit: 1000 });
-      const map = new Map();
-      for (const entries of Object.values(data.bands || {})) {
-        for (const e of entries) if (e.reason && !map.has(e.job_id)) map.set(e.job_id, e.reason);
-      }
-      this.byJob = map;
-    } catch {
-      // reasons are a nicety here; the Scheduler page shows the error
-    }
+    api
+      .scheduler({ limit: 1000 })
+      .then((data) => {
+        const map = new Map();
+        for (const entries of Object.values(data.bands || {})) {
+          for (const e of entries) if (e.reason && !map.has(e.job_id)) map.set(e.job_id, e.reason);
+        }
+        this.byJob = map;
+        onUpdate();
+      })
+      .catch(() => {
+        // reasons are a nicety here; the Scheduler page shows the error
+      });
   }
 }
 
@@ -268,7 +272,6 @@ export function mount(root, route) {
     };
     try {
       const [list, cluster] = await Promise.all([api.jobs(params), api.cluster()]);
-      await reasons.refresh(list.jobs);
       if (mySeq !== seq) return;
       last = list;
       fill(message);
@@ -276,6 +279,9 @@ export function mount(root, route) {
       renderChips(cluster.jobs_by_state);
       renderTable(list);
       renderPager(list);
+      reasons.refresh(list.jobs, () => {
+        if (last === list) renderTable(list);
+      });
       if (list.jobs.length === 0 && list.total > 0 && s.page > 1) {
         state = { ...state, page: Math.max(1, Math.ceil(list.total / s.size)) };
         changed();
