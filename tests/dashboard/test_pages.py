@@ -104,3 +104,22 @@ def test_unknown_job_shows_the_api_message(page, page_errors, seeded: SeededClus
     page.goto(f"{seeded.url}/#/jobs/nobody/nothing")
     page.wait_for_selector(".notice.error")
     assert "job /nobody/nothing does not exist" in page.locator(".notice.error").inner_text()
+
+
+@pytest.mark.parametrize("route", ["/jobs", "/workers", "/scheduler", "/status"])
+def test_pages_fit_a_laptop_screen(page, seeded: SeededCluster, route: str) -> None:
+    page.set_viewport_size({"width": 1280, "height": 720})
+    name = route.strip("/")
+    open_page(page, seeded.url, route, f".page-{name}[data-loaded]")
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"the {name} page scrolls sideways by {overflow}px at 1280px"
+    if name == "jobs":
+        screenshot(page, "jobs-laptop")
+
+
+def test_job_page_fits_a_laptop_screen(page, seeded: SeededCluster) -> None:
+    page.set_viewport_size({"width": 1280, "height": 720})
+    open_page(page, seeded.url, f"/jobs{seeded.jobs['ticker']}", ".page-job[data-loaded]")
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 0, f"the job page scrolls sideways by {overflow}px at 1280px"
+    screenshot(page, "job-laptop")

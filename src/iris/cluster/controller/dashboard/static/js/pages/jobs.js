@@ -209,12 +209,12 @@ export function mount(root, route) {
     const columns = [
       { label: "Job", sortKey: "job_id", cls: "col-job", render: (j) => h("a", { href: jobHref(j.job_id), class: "mono" }, j.job_id) },
       { label: "User", sortKey: "user", render: (j) => j.user },
-      { label: "State", sortKey: "state", render: (j) => badge(j.state) },
-      { label: "Tasks", render: (j) => taskBar(j.task_counts, j.replicas) },
+      { label: "State", sortKey: "state", cls: "nowrap", render: (j) => badge(j.state) },
+      { label: "Tasks", cls: "nowrap", render: (j) => taskBar(j.task_counts, j.replicas) },
       { label: "Priority", sortKey: "priority", render: (j) => h("span", { class: "band" }, j.priority.toLowerCase()) },
-      { label: "Submitted", sortKey: "submitted_at", render: (j) => h("span", { title: fmtTime(j.submitted_at) }, fmtAgo(j.submitted_at, now)) },
-      { label: "Finished", sortKey: "finished_at", render: (j) => (j.finished_at ? h("span", { title: fmtTime(j.finished_at) }, fmtAgo(j.finished_at, now)) : "—") },
-      { label: "Duration", render: (j) => jobDuration(j, now) },
+      { label: "Submitted", sortKey: "submitted_at", cls: "nowrap", render: (j) => h("span", { title: fmtTime(j.submitted_at) }, fmtAgo(j.submitted_at, now)) },
+      { label: "Finished", sortKey: "finished_at", cls: "nowrap", render: (j) => (j.finished_at ? h("span", { title: fmtTime(j.finished_at) }, fmtAgo(j.finished_at, now)) : "—") },
+      { label: "Duration", cls: "nowrap", render: (j) => jobDuration(j, now) },
       { label: "Details", cls: "col-info", render: (j) => jobInfo(j, reasons.byJob) },
     ];
     if (list.jobs.length === 0) {
