@@ -23,6 +23,7 @@ from iris.cluster.controller.autoscaler import demand_from_requests, slice_usage
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind, TaskTarget
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.job_state import rollup_job_state
+from iris.cluster.controller.metrics import ControllerMetrics
 from iris.cluster.controller.scheduler import (
     Resources,
     RunningTask,
@@ -149,6 +150,7 @@ class Controller:
         self.last_unplaced: list[TaskRequest] = []
         self.last_pending: dict[str, Any] = {}
         self.timeseries = TimeSeries()
+        self.metrics = ControllerMetrics()
         self.round_stats: dict[str, float] = {
             "rounds": 0,
             "last_round_ms": 0.0,
@@ -243,11 +245,15 @@ class Controller:
             t2 = time.perf_counter()
             changed |= self._reconcile_workers(None if full else targets)
             self.round_stats["last_reconcile_ms"] = (time.perf_counter() - t2) * 1000
+            if full or targets:
+                self.metrics.reconcile_round_seconds.observe(time.perf_counter() - t2)
             self._update_worker_health()
             self._trigger_autoscale()
         if descriptor.kind is BackendKind.KUBERNETES:
             self._dispatch_to_pods(now)
+            t3 = time.perf_counter()
             changed |= self._reconcile_pods()
+            self.metrics.reconcile_round_seconds.observe(time.perf_counter() - t3)
         self.round_stats["rounds"] += 1
         self.round_stats["last_round_ms"] = (time.perf_counter() - t0) * 1000
         return changed
@@ -301,6 +307,7 @@ class Controller:
             store.add_events(
                 cur, [(now, "job_submitted", job_id, None, None, None, f"submitted {spec.replicas} task(s)")]
             )
+        log.info("job %s submitted: %d task(s)", job_id, spec.replicas, extra={"job_id": job_id})
         self.wake()
         return job_id
 
@@ -418,6 +425,7 @@ class Controller:
 
     def _schedule(self, now: float) -> set[str]:
         """Place pending tasks on workers; returns workers that got new work or stops."""
+        started = time.perf_counter()
         snap = self._scheduling_snapshot()
         if snap is None:
             self.last_unplaced = []
@@ -456,6 +464,11 @@ class Controller:
             if reasons:
                 store.set_pending_reasons(cur, reasons)
             self._rollup(cur, jobs, now)
+        submitted = {p["task_id"]: p["submitted_at"] for p in pending}
+        for task_id, _ in result.assignments:
+            if numbers[task_id] == 0:
+                self.metrics.dispatch_latency_seconds.observe(max(0.0, now - submitted[task_id]))
+        self.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
         return touched
 
     def _scheduling_snapshot(
@@ -701,7 +714,7 @@ class Controller:
         self._apply_in(cur, obs, now)
         store.delete_worker(cur, worker_id)
         store.add_events(cur, [(now, "worker_reaped", None, None, None, worker_id, why)])
-        log.warning("reaped worker %s: %s", worker_id, why)
+        log.warning("reaped worker %s: %s", worker_id, why, extra={"worker_id": worker_id})
 
     def _trigger_autoscale(self) -> None:
         if self.autoscaler is None:
@@ -749,6 +762,9 @@ class Controller:
                     now=now,
                 )
             self._rollup(cur, {_job_of(t) for t in ids}, now)
+        for p in pending:
+            if numbers[p["task_id"]] == 0:
+                self.metrics.dispatch_latency_seconds.observe(max(0.0, now - p["submitted_at"]))
 
     def _reconcile_pods(self) -> bool:
         if self.pod_backend is None:
@@ -780,6 +796,7 @@ class Controller:
         changed = False
         jobs: set[str] = set()
         events = []
+        first_runs: dict[str, float] = {}
         for uid, obs in observations.items():
             attempt = attempts.get(uid)
             if attempt is None:
@@ -803,6 +820,21 @@ class Controller:
                     changed = (
                         changed or tr.task.state in TERMINAL_TASK_STATES or tr.task.state is TaskState.PENDING
                     )
+                    if task.started_at is None and tr.task.started_at is not None:
+                        first_runs[task.task_id] = tr.task.started_at
+                    if tr.task.state not in (TaskState.BUILDING, TaskState.RUNNING, TaskState.SUCCEEDED):
+                        log.info(
+                            "task %s %s after attempt %s: %s",
+                            task.task_id,
+                            tr.task.state.value,
+                            uid,
+                            tr.task.error or tr.attempt.state.value.lower(),
+                            extra={
+                                "job_id": _job_of(task.task_id),
+                                "task_id": task.task_id,
+                                "attempt_uid": uid,
+                            },
+                        )
                     events.append(
                         (
                             now,
@@ -820,9 +852,29 @@ class Controller:
                 )
         if events:
             store.add_events(cur, events)
+        self._observe_start_latency(cur, first_runs)
         self._gang_follow_up(cur, tasks, jobs, now)
         self._rollup(cur, jobs, now)
         return changed
+
+    def _observe_start_latency(self, cur: Any, first_runs: dict[str, float]) -> None:
+        """Submission -> first RUNNING, for tasks that just ran for the first time."""
+        if not first_runs:
+            return
+        job_ids = sorted({_job_of(t) for t in first_runs})
+        submitted: dict[str, float] = {}
+        for i in range(0, len(job_ids), 500):
+            chunk = job_ids[i : i + 500]
+            marks = ",".join("?" * len(chunk))
+            submitted.update(
+                cur.execute(
+                    f"SELECT job_id, submitted_at FROM jobs WHERE job_id IN ({marks})", chunk
+                ).fetchall()
+            )
+        for task_id, started_at in first_runs.items():
+            at = submitted.get(_job_of(task_id))
+            if at is not None:
+                self.metrics.task_start_latency_seconds.observe(max(0.0, started_at - at))
 
     def _gang_follow_up(self, cur: Any, tasks: dict[str, TaskSnapshot], jobs: set[str], now: float) -> None:
         """A gang moves as one: a lost member bounces its running siblings, a dead one ends them."""
@@ -930,6 +982,7 @@ class Controller:
         store.add_events(
             cur, [(now, f"job_{state.value.lower()}", job_id, None, None, None, error or state.value)]
         )
+        log.info("job %s %s%s", job_id, state.value, f": {error}" if error else "", extra={"job_id": job_id})
         self._spec_cache.pop(job_id, None)
         for child in store.live_descendants(cur, job_id):
             self._kill_tasks(cur, child, StopReason.JOB_TERMINATED, now)

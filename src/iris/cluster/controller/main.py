@@ -17,6 +17,8 @@ from iris.cluster.config import ClusterConfig, load_cluster_config
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller
 from iris.cluster.controller.service import create_app
+from iris.rpc.logging_setup import LOG_FORMATS
+from iris.rpc.logging_setup import configure_logging as configure_structured_logging
 
 log = logging.getLogger("iris.controller")
 
@@ -59,7 +61,7 @@ def serve(
         controller.autoscaler.controller_url = advertise_url or url
     app = create_app(controller, dashboard_dir=DASHBOARD_DIR)
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, timeout_keep_alive=120, lifespan="off"
+        app, log_level="warning", access_log=False, timeout_keep_alive=120, lifespan="off", log_config=None
     )
     server = uvicorn.Server(config)
     controller.start()
@@ -157,8 +159,9 @@ def _build_autoscaler(controller: Controller, config: ClusterConfig, state_dir: 
     )
 
 
-def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def configure_logging(log_format: str | None = None, log_file: Path | None = None) -> None:
+    """Text (default) or JSON lines, on stderr or in a rotating file; see iris.rpc.logging_setup."""
+    configure_structured_logging(log_format, log_file)
     for noisy in ("httpx", "httpx2", "httpcore"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -186,8 +189,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--config", type=Path, help="cluster config file (YAML); its scale groups enable the autoscaler"
     )
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        help="text (default, or $IRIS_LOG_FORMAT) or json: one object per line",
+    )
+    parser.add_argument(
+        "--log-file",
+        type=Path,
+        help="write logs here instead of stderr, rotated at 20 MB x 5 (or $IRIS_LOG_FILE)",
+    )
     args = parser.parse_args(argv)
-    configure_logging()
+    configure_logging(args.log_format, args.log_file)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     config = load_cluster_config(args.config) if args.config else None
     backend = args.backend

@@ -18,6 +18,7 @@ from iris import __version__
 from iris.cluster.controller import store, views
 from iris.cluster.controller.backend import BackendKind, dashboard_backend_descriptor
 from iris.cluster.controller.controller import Controller
+from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
 from iris.cluster.types import JobName
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError, NotFound, NotImplementedForBackend
@@ -64,6 +65,8 @@ def _validation_message(exc: RequestValidationError) -> str:
 def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> FastAPI:
     app = FastAPI(title="Iris controller", version=__version__, description="Submit, watch and stop jobs.")
     kind = controller.backend_descriptor.kind
+    app.add_middleware(RequestTimer, histogram=controller.metrics.api_request_seconds)
+    controller.metrics.watch_state(CountsReader(controller))
 
     @app.exception_handler(IrisError)
     async def _iris_error(_: Request, exc: IrisError) -> JSONResponse:
@@ -89,6 +92,11 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     @app.get("/healthz")
     def healthz() -> dict[str, object]:
         return {"ok": True, "version": __version__}
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        """Prometheus text exposition (docs/operations.md lists every series)."""
+        return Response(controller.metrics.exposition(), media_type=CONTENT_TYPE)
 
     @app.get("/api/v1/cluster", response_model=ClusterStatus)
     def cluster_status(request: Request) -> ClusterStatus:

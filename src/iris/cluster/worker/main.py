@@ -24,7 +24,9 @@ from iris.cluster.worker.config import (
 )
 from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.health import HealthCache
+from iris.cluster.worker.metrics import Phase, WorkerMetrics
 from iris.cluster.worker.service import WorkerService, create_app
+from iris.rpc.logging_setup import configure_logging
 from iris.rpc.models import RegisterRequest
 
 logger = logging.getLogger(__name__)
@@ -75,11 +77,17 @@ def raise_open_file_limit() -> None:
             logger.warning("could not raise the open-file limit above %d", soft)
 
 
-def run_worker(config: WorkerConfig) -> int:
+def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file: str | None = None) -> int:
     """Serve until SIGTERM/SIGINT; then kill every attempt and return 0.
 
-    Raises WorkerConfigError (one sentence) when the address or state dir cannot be used.
+    Logs go to stderr or ``log_file`` (rotated), as text or JSON lines; unset arguments fall back to
+    ``IRIS_LOG_FORMAT`` / ``IRIS_LOG_FILE``. Raises WorkerConfigError (one sentence) when the
+    address, state dir or log settings cannot be used.
     """
+    try:
+        configure_logging(log_format, log_file)
+    except (ValueError, OSError) as exc:
+        raise WorkerConfigError(f"cannot set up logging: {exc}") from None
     if config.ready_file is not None:
         config.ready_file.unlink(missing_ok=True)  # a stale file from a killed run must not look ready
     raise_open_file_limit()
@@ -106,18 +114,38 @@ def run_worker(config: WorkerConfig) -> int:
         )
 
     link = ControllerLink(config.controller_url, worker_id, register_request, config.reregister_after_s)
+    metrics: WorkerMetrics | None = None
+
+    def attempt_changed(uid: str) -> None:
+        link.state_changed()
+        if metrics is not None:
+            phase = metrics.attempt_changed(uid)
+            if phase is Phase.FINISHED:
+                snap = runtime.snapshot(uid)
+                logger.info(
+                    "attempt %s ended: %s",
+                    uid,
+                    snap.state.value if snap else "?",
+                    extra={"attempt_uid": uid, "worker_id": worker_id},
+                )
+
     runtime = SubprocessRuntime(
         state_dir,
         worker_id=worker_id,
         controller_url=config.controller_url,
-        on_change=lambda _uid: link.state_changed(),
+        on_change=attempt_changed,
     )
     if runtime.leftovers_killed:
         logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))
-    service = WorkerService(worker_id, runtime, HealthCache(state_dir, runtime.running_count), link)
+    health = HealthCache(state_dir, runtime.running_count)
+    service = WorkerService(worker_id, runtime, health, link)
+    metrics = WorkerMetrics(
+        snapshot=runtime.snapshot, running_attempts=runtime.running_count, health=health.current
+    )
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(service),
+            create_app(service, metrics),
+            log_config=None,  # uvicorn's loggers propagate to ours: --log-format applies to them too
             log_level="warning",
             access_log=False,
             lifespan="off",
@@ -133,7 +161,13 @@ def run_worker(config: WorkerConfig) -> int:
             return
         if config.ready_file is not None:
             write_ready_file(config.ready_file, worker_id, address)
-        logger.info("worker %s serving on %s (state in %s)", worker_id, address, state_dir)
+        logger.info(
+            "worker %s serving on %s (state in %s)",
+            worker_id,
+            address,
+            state_dir,
+            extra={"worker_id": worker_id},
+        )
         link.start()
 
     # uvicorn re-raises the signal that stopped it once it is done; a no-op handler lets this

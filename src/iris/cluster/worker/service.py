@@ -1,4 +1,4 @@
-"""The worker's HTTP surface: ``POST /reconcile``, ``GET /attempts/{uid}/logs``, ``GET /healthz``."""
+"""The worker's HTTP surface: ``POST /reconcile``, ``GET /attempts/{uid}/logs``, ``GET /healthz``, ``GET /metrics``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from starlette.concurrency import run_in_threadpool
 from iris.cluster.runtime import AttemptSnapshot, KillReason, SubprocessRuntime
 from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.health import HealthCache
+from iris.cluster.worker.metrics import CONTENT_TYPE, WorkerMetrics
 from iris.cluster.worker.reconcile import plan_reconcile
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError
@@ -100,7 +101,7 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}" if where else first["msg"]
 
 
-def create_app(service: WorkerService) -> FastAPI:
+def create_app(service: WorkerService, metrics: WorkerMetrics | None = None) -> FastAPI:
     app = FastAPI(title=f"Iris worker {service.worker_id}", docs_url=None, redoc_url=None)
 
     @app.exception_handler(IrisError)
@@ -123,7 +124,11 @@ def create_app(service: WorkerService) -> FastAPI:
             request = ReconcileRequest.model_validate_json(await http_request.body())
         except ValidationError as exc:
             raise InvalidArgument(f"invalid reconcile request: {_first_error(exc)}") from None
-        answer = await run_in_threadpool(service.reconcile, request)
+        if metrics is None:
+            answer = await run_in_threadpool(service.reconcile, request)
+        else:
+            with metrics.time_reconcile():
+                answer = await run_in_threadpool(service.reconcile, request)
         return Response(answer.model_dump_json(), media_type="application/json")
 
     @app.get("/attempts/{attempt_uid}/logs", response_model=LogsResponse)
@@ -138,5 +143,12 @@ def create_app(service: WorkerService) -> FastAPI:
     @app.get("/healthz")
     def healthz() -> dict[str, object]:
         return {"worker_id": service.worker_id, "ok": True}
+
+    if metrics is not None:
+
+        @app.get("/metrics")
+        def prometheus_metrics() -> Response:
+            """Prometheus text exposition (docs/operations.md lists every series)."""
+            return Response(metrics.exposition(), media_type=CONTENT_TYPE)
 
     return app
