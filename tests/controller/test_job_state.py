@@ -16,7 +16,8 @@ S, J = TaskState, JobState
     ("counts", "max_failures", "started", "want"),
     [
         ({S.PENDING: 3}, 0, False, J.PENDING),
-        ({S.PENDING: 2, S.ASSIGNED: 1}, 0, False, J.RUNNING),
+        ({S.PENDING: 2, S.ASSIGNED: 1}, 0, False, J.PENDING),  # placed, not started yet
+        ({S.PENDING: 2, S.BUILDING: 1}, 0, False, J.RUNNING),
         ({S.PENDING: 3}, 0, True, J.RUNNING),  # a retried job stays RUNNING
         ({S.SUCCEEDED: 3}, 0, True, J.SUCCEEDED),
         ({S.SUCCEEDED: 2, S.FAILED: 1}, 0, True, J.FAILED),

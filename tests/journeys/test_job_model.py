@@ -1,4 +1,4 @@
-"""Journeys over the job model: replicas, retries, gangs, sub-jobs, timeouts, priorities."""
+"""Backend-neutral journeys: replicas, retries, sub-jobs, timeouts, endpoints — on WORKER and KUBERNETES."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from iris.client import (
     CoschedulingConfig,
     Entrypoint,
     JobState,
-    PriorityBand,
     ResourceSpec,
     TaskState,
     iris_ctx,
@@ -21,9 +20,10 @@ from iris.client import (
 SMALL = ResourceSpec(cpu=0.5, memory="64MB")
 
 
-@pytest.fixture(scope="module")
-def j() -> Iterator[Journey]:
-    with journey_cluster("worker", attributes=[{"pool": "a"}, {"pool": "a"}, {"pool": "b"}]) as journey:
+@pytest.fixture(scope="module", params=["worker", "kubernetes"])
+def j(request: pytest.FixtureRequest) -> Iterator[Journey]:
+    """The same stories on both backend kinds."""
+    with journey_cluster(request.param, attributes=[{"pool": "a"}] * 3) as journey:
         yield journey
 
 
@@ -70,13 +70,17 @@ def test_failure_without_budget_fails_the_job(j: Journey) -> None:
     assert len(detail.tasks[0].attempts) == 1
 
 
-def test_gang_lands_together_and_bounces_together(j: Journey) -> None:
-    script = 'if [ "$IRIS_TASK_INDEX" = 0 ] && [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then sleep 0.5; exit 1; fi; sleep 0.5'
+def test_gang_bounces_together_on_a_retryable_failure(j: Journey) -> None:
+    # Task 0 fails on its first attempt while task 1 is still running: the gang bounces as one.
+    script = (
+        'if [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then if [ "$IRIS_TASK_INDEX" = 0 ]; then sleep 0.3; exit 1; fi; sleep 30; fi;'
+        " sleep 0.3"
+    )
     job = j.client.submit(
         Entrypoint.from_command("sh", "-c", script),
-        name="gang",
+        name="gang-neutral",
         replicas=2,
-        resources=ResourceSpec(cpu=1, memory="64MB"),
+        resources=SMALL,
         coscheduling=CoschedulingConfig(group_by="pool"),
         max_retries_failure=1,
     )
@@ -90,15 +94,25 @@ def test_gang_lands_together_and_bounces_together(j: Journey) -> None:
 
     detail = j.step(never_split, what="gang done")
     assert detail.state is JobState.SUCCEEDED
-    workers = j.client.workers().workers
-    pool = {w.worker_id: w.attributes.get("pool") for w in workers}
-    for attempt_index in (0, 1):
-        placed = [t.attempts[attempt_index].worker_id for t in detail.tasks]
-        assert len(set(placed)) == 2
-        assert {pool[w] for w in placed} == {"a"}
     assert [len(t.attempts) for t in detail.tasks] == [2, 2]
     assert detail.tasks[0].attempts[0].state is TaskState.FAILED
     assert detail.tasks[1].attempts[0].state is TaskState.COSCHED_FAILED
+
+
+def test_gang_member_that_already_succeeded_stays_done(j: Journey) -> None:
+    # Task 1 finishes at once; task 0 fails later and retries alone: done members are not rerun.
+    script = 'if [ "$IRIS_TASK_INDEX" = 0 ] && [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then sleep 1; exit 1; fi'
+    job = j.client.submit(
+        Entrypoint.from_command("sh", "-c", script),
+        name="gang-partial",
+        replicas=2,
+        resources=SMALL,
+        coscheduling=CoschedulingConfig(group_by="pool"),
+        max_retries_failure=1,
+    )
+    detail = j.step(lambda: finished(j, job), what="gang done")
+    assert detail.state is JobState.SUCCEEDED
+    assert [len(t.attempts) for t in detail.tasks] == [2, 1]
 
 
 def spawn_child_then_wait() -> None:
@@ -127,55 +141,19 @@ def test_sub_job_lives_under_its_parent_and_dies_with_it(j: Journey) -> None:
 
 
 def test_scheduling_timeout_makes_an_unfittable_job_unschedulable(j: Journey) -> None:
+    # Kueue's explanation reaches us on its next Workload read, so give the sandbox a little longer.
+    deadline = 3 if j.backend == "worker" else 6
     job = j.client.submit(
         Entrypoint.from_command("true"),
         name="huge",
         resources=ResourceSpec(cpu=1000, memory="64MB"),
-        scheduling_timeout=3,
+        scheduling_timeout=deadline,
     )
-    pending = j.step(lambda: job.tasks()[0].pending_reason, what="a pending reason")
-    assert "cpu" in pending
+    j.step(lambda: "cpu" in (job.tasks()[0].pending_reason or ""), what="a pending reason naming cpu")
     detail = j.step(lambda: finished(j, job), timeout=30, what="job unschedulable")
     assert detail.state is JobState.UNSCHEDULABLE
     assert "cpu" in (detail.error or "")
-
-
-def test_production_preempts_batch_which_later_completes(j: Journey) -> None:
-    batch = j.client.submit(
-        Entrypoint.from_command("sleep", "2"),
-        name="batch",
-        replicas=3,
-        priority=PriorityBand.BATCH,
-        resources=ResourceSpec(cpu=2, memory="64MB"),
-    )
-    j.step(
-        lambda: sum(t.state is TaskState.RUNNING for t in batch.tasks()) == 3, what="batch fills the cluster"
-    )
-    prod = j.client.submit(
-        Entrypoint.from_command("true"),
-        name="prod",
-        priority=PriorityBand.PRODUCTION,
-        resources=ResourceSpec(cpu=2, memory="64MB"),
-    )
-    prod_detail = j.step(lambda: finished(j, prod), what="production job done")
-    assert prod_detail.state is JobState.SUCCEEDED
-    batch_detail = j.step(lambda: finished(j, batch), what="batch job done")
-    assert batch_detail.state is JobState.SUCCEEDED
-    preempted = [t for t in batch_detail.tasks if t.attempts[0].state is TaskState.PREEMPTED]
-    assert len(preempted) == 1
-    assert preempted[0].preemption_count == 1
-    assert preempted[0].attempts[-1].state is TaskState.SUCCEEDED
-
-
-def test_dry_run_says_where_a_job_would_go(j: Journey) -> None:
-    fits = j.client.dry_run(Entrypoint.from_command("true"), name="probe", resources=SMALL, replicas=2)
-    assert fits.would_place and len(fits.placements) == 2
-    nope = j.client.dry_run(Entrypoint.from_command("true"), name="probe", resources=ResourceSpec(cpu=64))
-    assert not nope.would_place and "cpu" in nope.summary
-    assert j.client.list_jobs(limit=1000).total == len(
-        {job.job_id for job in j.client.list_jobs(limit=1000).jobs}
-    )
-    assert all("probe" not in job.job_id for job in j.client.list_jobs(limit=1000).jobs)
+    assert all(a.finished_at for t in detail.tasks for a in t.attempts)  # nothing left running or gated
 
 
 def serve_endpoint() -> None:

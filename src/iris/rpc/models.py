@@ -366,6 +366,9 @@ class RunSpec(WireModel):
     constraints: list[Constraint] = Field(default_factory=list)
     replicas: int = 1
     coscheduling: CoschedulingConfig | None = None
+    # Gang members dispatched together share a generation and know how many they are.
+    gang_generation: int | None = None
+    gang_size: int | None = None
     user: str = ""
 
 

@@ -14,6 +14,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -21,6 +22,7 @@ from iris.cluster.backends.worker_daemon import WorkerRpcClient
 from iris.cluster.controller import store
 from iris.cluster.controller.autoscaler import demand_from_requests, slice_usage_from_workers
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind, TaskTarget
+from iris.cluster.controller.bundles import BundleStore
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.job_state import rollup_job_state
 from iris.cluster.controller.metrics import ControllerMetrics
@@ -33,7 +35,6 @@ from iris.cluster.controller.scheduler import (
     schedule,
 )
 from iris.cluster.controller.task_state import (
-    AttemptSnapshot,
     Observation,
     TaskSnapshot,
     apply_observation,
@@ -125,9 +126,11 @@ class Controller:
         tick_interval_s: float = 1.0,
         worker_grace_s: float = 10.0,
         clock: Callable[[], float] = time.time,
+        bundle_dir: Path | None = None,
     ) -> None:
         self._descriptor = descriptor
         self.db = db
+        self.bundles = BundleStore(bundle_dir)
         self.controller_url = controller_url
         self.autoscaler = autoscaler
         self.pod_backend = pod_backend
@@ -273,6 +276,8 @@ class Controller:
         if spec.coscheduling and spec.replicas < 1:
             raise InvalidArgument("a coscheduled job needs at least one replica")
         self._check_fits_somewhere(spec)
+        if spec.bundle_id is not None and not self.bundles.exists(spec.bundle_id):
+            raise FailedPrecondition(f"bundle {spec.bundle_id} was never uploaded to this controller")
         job_id = str(job_name)
         with self.db.transaction() as cur:
             root_submitted_at = now
@@ -285,6 +290,9 @@ class Controller:
                         f"parent job {spec.parent_job_id} has terminated ({parent_row.state})"
                     )
                 root_submitted_at = parent_row.root_submitted_at
+                if spec.bundle_id is None:  # a sub-job runs from its parent's workspace bundle
+                    parent_bundle = self._job_spec(spec.parent_job_id, parent_row.spec_json).bundle_id
+                    spec = spec.model_copy(update={"bundle_id": parent_bundle})
             existing = store.get_job(cur, job_id)
             if existing is not None:
                 if spec.existing_job_policy == "keep":
@@ -440,6 +448,8 @@ class Controller:
         jobs: set[str] = set()
         with self.db.transaction() as cur:
             numbers = store.next_attempt_numbers(cur, [t for t, _ in result.assignments])
+            gang_members = [(r.task_id, r.job_id) for r in requests if r.group_by and r.task_id in placed]
+            gangs = self._gang_generations(cur, gang_members)
             for task_id, worker_id in result.assignments:
                 uid = secrets.token_hex(8)
                 store.insert_attempt(
@@ -449,6 +459,7 @@ class Controller:
                     attempt_number=numbers[task_id],
                     worker_id=worker_id,
                     now=now,
+                    gang=gangs.get(task_id),
                 )
                 touched.add(worker_id)
                 jobs.add(_job_of(task_id))
@@ -486,9 +497,12 @@ class Controller:
         by_job: dict[str, int] = {}
         for p in pending:
             by_job[p["job_id"]] = by_job.get(p["job_id"], 0) + 1
+        gang_jobs = {p["job_id"] for p in pending if p["group_by"]}
+        with self.db.read() as cur:
+            stopping = store.jobs_with_live_attempts(cur, gang_jobs)
         waiting_gang: list[str] = []
         for p in pending:
-            if p["group_by"] and by_job[p["job_id"]] < p["replicas"]:
+            if p["group_by"] and p["job_id"] in stopping:
                 waiting_gang.append(p["task_id"])  # members still stopping: the gang moves as one
                 continue
             spec = self._job_spec(p["job_id"], p["spec_json"])
@@ -504,7 +518,8 @@ class Controller:
                     root_submitted_at=p["root_submitted_at"],
                     submitted_at=p["submitted_at"],
                     group_by=p["group_by"],
-                    gang_size=p["replicas"] if p["group_by"] else 1,
+                    # A gang places its unfinished tasks together (members that succeeded stay done).
+                    gang_size=by_job[p["job_id"]] if p["group_by"] else 1,
                 )
             )
         return pending, views, running, requests, waiting_gang
@@ -625,7 +640,20 @@ class Controller:
         )
         self._rollup(cur, {_job_of(victim_task_id)}, now)
 
+    def _gang_generations(self, cur: Any, members: Sequence[tuple[str, str]]) -> dict[str, tuple[int, int]]:
+        """(generation, size) for gang members dispatched together now, keyed by task id."""
+        by_job: dict[str, list[str]] = {}
+        for task_id, job_id in members:
+            by_job.setdefault(job_id, []).append(task_id)
+        generations = store.next_gang_generations(cur, list(by_job))
+        return {t: (generations[job], len(tasks)) for job, tasks in by_job.items() for t in tasks}
+
     def _desired(self, live: Sequence[store.LiveAttempt]) -> list[DesiredAttempt]:
+        new_uids = [a.attempt_uid for a in live if a.state is TaskState.ASSIGNED and a.stop_reason is None]
+        gangs: dict[str, tuple[int, int]] = {}
+        if new_uids:
+            with self.db.read() as cur:
+                gangs = store.gang_of_attempts(cur, new_uids)
         desired = []
         for a in live:
             if a.stop_reason is not None or a.state in TERMINAL_TASK_STATES:
@@ -637,9 +665,11 @@ class Controller:
                     )
                 )
             elif a.state is TaskState.ASSIGNED:
-                desired.append(
-                    DesiredAttempt(attempt_uid=a.attempt_uid, intent="run", spec=self._run_spec(a))
-                )
+                spec = self._run_spec(a)
+                if a.attempt_uid in gangs:
+                    generation, size = gangs[a.attempt_uid]
+                    spec = spec.model_copy(update={"gang_generation": generation, "gang_size": size})
+                desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run", spec=spec))
             else:
                 desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run"))
         return desired
@@ -749,9 +779,17 @@ class Controller:
             pending = store.pending_tasks(cur)
         if not pending:
             return
+        gang_jobs = {p["job_id"] for p in pending if p["group_by"]}
+        with self.db.read() as cur:
+            stopping = store.jobs_with_live_attempts(cur, gang_jobs)
+        # A gang is dispatched as one pod group, once none of its previous members still runs.
+        pending = [p for p in pending if p["job_id"] not in stopping]
+        if not pending:
+            return
         with self.db.transaction() as cur:
             ids = [p["task_id"] for p in pending]
             numbers = store.next_attempt_numbers(cur, ids)
+            gangs = self._gang_generations(cur, [(p["task_id"], p["job_id"]) for p in pending if p["group_by"]])
             for task_id in ids:
                 store.insert_attempt(
                     cur,
@@ -760,6 +798,7 @@ class Controller:
                     attempt_number=numbers[task_id],
                     worker_id=None,
                     now=now,
+                    gang=gangs.get(task_id),
                 )
             self._rollup(cur, {_job_of(t) for t in ids}, now)
         for p in pending:
@@ -903,7 +942,8 @@ class Controller:
                     tr = stop_attempt(
                         snap, attempt, StopReason.JOB_TERMINATED if dead else StopReason.PREEMPTED, now
                     )
-                    store.write_attempt(cur, _with_state(tr.attempt, TaskState.COSCHED_FAILED))
+                    why = "a member of its gang failed" if dead else "its gang is being rescheduled together"
+                    store.write_attempt(cur, replace(tr.attempt, state=TaskState.COSCHED_FAILED, error=why))
                     self._mark_dirty(cur, snap.current_attempt_uid)
                 if dead:
                     new = TaskSnapshot(
@@ -960,6 +1000,10 @@ class Controller:
                     exit_code = r["exit_code"] if r["exit_code"] not in (None, 0) else 1
                     error = f"task {r['task_index']}: {r['error'] or r['state'].lower()}"
                     break
+        if job.started_at is None:
+            starts = [r["started_at"] for r in rows if r["started_at"] is not None]
+            if starts:
+                store.update_job(cur, job.job_id, started_at=min(starts))
         self._terminate_job(
             cur, job.job_id, state, error, StopReason.JOB_TERMINATED, now, exit_code=exit_code
         )
@@ -1018,9 +1062,10 @@ class Controller:
             )
 
     def _housekeeping(self, now: float) -> bool:
-        """Execution timeouts and scheduling deadlines."""
+        """Execution timeouts and scheduling deadlines (and, once a minute, unused bundles)."""
         if now - self._last_timeout_scan < 0.25:
             return False
+        self.bundles.maybe_collect(self.db, now)
         self._last_timeout_scan = now
         changed = False
         with self.db.read() as cur:
@@ -1060,12 +1105,18 @@ class Controller:
             changed = True
         if expired:
             with self.db.transaction() as cur:
+                snaps = store.task_snapshots(cur, [r["task_id"] for r in expired])
+                attempts = store.attempt_snapshots(cur, [s.current_attempt_uid for s in snaps.values() if s.current_attempt_uid])
                 for r in expired:
+                    snap = snaps[r["task_id"]]
+                    attempt = attempts.get(snap.current_attempt_uid or "")
+                    if snap.state is TaskState.ASSIGNED and attempt is not None and not attempt.released:
+                        # Placed but never started (a pod Kueue never admitted): take it back.
+                        store.write_attempt(cur, stop_attempt(snap, attempt, StopReason.JOB_TERMINATED, now).attempt)
+                        self._mark_dirty(cur, attempt.attempt_uid)
                     reason = r["pending_reason"] or "it never fit"
-                    cur.execute(
-                        "UPDATE tasks SET state='UNSCHEDULABLE', finished_at=?, error=? WHERE task_id=? AND state='PENDING'",
-                        (now, f"scheduling timeout: {reason}", r["task_id"]),
-                    )
+                    error = f"scheduling timeout: {reason}"
+                    store.write_task(cur, TaskSnapshot(**{**_asdict(snap), "state": TaskState.UNSCHEDULABLE, "finished_at": now, "error": error}))
                 self._rollup(cur, {r["job_id"] for r in expired}, now)
             changed = True
         return changed
@@ -1144,12 +1195,6 @@ def _asdict(snap: TaskSnapshot) -> dict[str, Any]:
     return {f: getattr(snap, f) for f in TaskSnapshot.__slots__}
 
 
-def _with_state(attempt: AttemptSnapshot, state: TaskState) -> AttemptSnapshot:
-    from dataclasses import replace
-
-    return replace(attempt, state=state)
-
-
 def create_controller(
     descriptor: BackendDescriptor,
     *,
@@ -1164,6 +1209,7 @@ def create_controller(
     return Controller(
         descriptor,
         db,
+        bundle_dir=Path(state_dir) / "bundles" if state_dir is not None else None,
         controller_url=controller_url,
         autoscaler=autoscaler,
         pod_backend=pod_backend,

@@ -127,6 +127,15 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX endpoints_job ON endpoints(job_id);
     """,
+    # 3: the jobs list filtered by state stays an index walk
+    """
+    CREATE INDEX jobs_state_submitted ON jobs(state, submitted_at);
+    """,
+    # 4: the members of a gang dispatched together share a generation (one Kueue pod group)
+    """
+    ALTER TABLE attempts ADD COLUMN gang_generation INTEGER;
+    ALTER TABLE attempts ADD COLUMN gang_size INTEGER;
+    """,
 ]
 
 

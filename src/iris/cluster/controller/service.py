@@ -12,7 +12,8 @@ from pathlib import Path
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from iris import __version__
 from iris.cluster.controller import store, views
@@ -219,6 +220,27 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             ]
         )
 
+    # ---- workspace bundles (content-addressed archives; see controller/bundles.py)
+
+    @app.head("/api/v1/bundles/{bundle_id}")
+    def bundle_exists(bundle_id: str) -> Response:
+        size = controller.bundles.open_path(bundle_id).stat().st_size
+        return Response(status_code=200, headers={"content-length": str(size)})
+
+    @app.get("/api/v1/bundles/{bundle_id}")
+    def get_bundle(bundle_id: str) -> FileResponse:
+        return FileResponse(controller.bundles.open_path(bundle_id), media_type="application/gzip")
+
+    @app.put("/api/v1/bundles/{bundle_id}", status_code=201)
+    async def put_bundle(bundle_id: str, request: Request) -> Response:
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > controller.bundles.max_upload_bytes:
+            raise InvalidArgument(
+                f"the bundle is {declared} bytes, over this controller's {controller.bundles.max_upload_bytes}-byte limit"
+            )
+        created = await run_in_threadpool(controller.bundles.put, bundle_id, await request.body())
+        return Response(status_code=201 if created else 200)
+
     @app.post("/api/v1/jobs", response_model=SubmitResponse)
     def submit(spec: JobSpec) -> SubmitResponse:
         return SubmitResponse(job_id=controller.submit(spec, user=spec.user))
@@ -250,7 +272,13 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
                 descending=desc,
             )
             counts = views.counts_for_jobs(cur, [r.job_id for r in rows])
-        return JobList(jobs=[views.job_status(r, counts[r.job_id]) for r in rows], total=total, offset=offset)
+            waiting = [r.job_id for r in rows if r.state.value in ("PENDING", "RUNNING")]
+            reasons = views.pending_reasons_for_jobs(cur, waiting)
+        jobs = [
+            views.job_status(r, counts[r.job_id]).model_copy(update={"pending_reason": reasons.get(r.job_id)})
+            for r in rows
+        ]
+        return JobList(jobs=jobs, total=total, offset=offset)
 
     @app.post("/api/v1/jobs/{job_path:path}:stop", response_model=StopResponse)
     def stop_job(job_path: str) -> StopResponse:

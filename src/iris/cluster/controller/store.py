@@ -357,6 +357,19 @@ def worker_usage(cur: sqlite3.Cursor) -> list[sqlite3.Row]:
     ).fetchall()
 
 
+def jobs_with_live_attempts(cur: sqlite3.Cursor, job_ids: Iterable[str]) -> set[str]:
+    """Jobs (of those given) that still have an attempt whose process is not confirmed gone."""
+    out: set[str] = set()
+    for chunk in _chunks(list(job_ids)):
+        marks = ",".join("?" * len(chunk))
+        for r in cur.execute(
+            f"SELECT DISTINCT t.job_id FROM attempts a JOIN tasks t ON t.task_id = a.task_id WHERE a.released = 0 AND t.job_id IN ({marks})",
+            chunk,
+        ):
+            out.add(r[0])
+    return out
+
+
 def task_snapshots(cur: sqlite3.Cursor, task_ids: Iterable[str]) -> dict[str, TaskSnapshot]:
     out: dict[str, TaskSnapshot] = {}
     for chunk in _chunks(list(task_ids)):
@@ -452,15 +465,52 @@ def insert_attempt(
     attempt_number: int,
     worker_id: str | None,
     now: float,
+    gang: tuple[int, int] | None = None,
 ) -> None:
+    """A new attempt for a pending task; ``gang`` is (generation, size) for a gang member."""
     cur.execute(
-        "INSERT INTO attempts (attempt_uid, task_id, attempt_number, worker_id, state, created_at) VALUES (?,?,?,?,?,?)",
-        (attempt_uid, task_id, attempt_number, worker_id, TaskState.ASSIGNED.value, now),
+        "INSERT INTO attempts (attempt_uid, task_id, attempt_number, worker_id, state, created_at, gang_generation, gang_size)"
+        " VALUES (?,?,?,?,?,?,?,?)",
+        (
+            attempt_uid,
+            task_id,
+            attempt_number,
+            worker_id,
+            TaskState.ASSIGNED.value,
+            now,
+            *(gang or (None, None)),
+        ),
     )
     cur.execute(
         "UPDATE tasks SET state='ASSIGNED', current_attempt_uid=?, worker_id=?, pending_reason=NULL WHERE task_id=?",
         (attempt_uid, worker_id, task_id),
     )
+
+
+def next_gang_generations(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, int]:
+    out = dict.fromkeys(job_ids, 0)
+    for chunk in _chunks(list(job_ids)):
+        marks = ",".join("?" * len(chunk))
+        for r in cur.execute(
+            "SELECT t.job_id, max(a.gang_generation) FROM attempts a JOIN tasks t ON t.task_id = a.task_id"
+            f" WHERE t.job_id IN ({marks}) AND a.gang_generation IS NOT NULL GROUP BY t.job_id",
+            chunk,
+        ):
+            out[r[0]] = r[1] + 1
+    return out
+
+
+def gang_of_attempts(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for chunk in _chunks(list(attempt_uids)):
+        marks = ",".join("?" * len(chunk))
+        for r in cur.execute(
+            f"SELECT attempt_uid, gang_generation, gang_size FROM attempts WHERE attempt_uid IN ({marks})"
+            " AND gang_generation IS NOT NULL",
+            chunk,
+        ):
+            out[r[0]] = (r[1], r[2])
+    return out
 
 
 def next_attempt_numbers(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str, int]:
@@ -499,7 +549,7 @@ def running_with_timeouts(cur: sqlite3.Cursor) -> list[sqlite3.Row]:
 def expired_pending(cur: sqlite3.Cursor, now: float) -> list[sqlite3.Row]:
     return cur.execute(
         "SELECT t.task_id, t.job_id, t.pending_reason FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
-        " WHERE j.scheduling_deadline IS NOT NULL AND j.scheduling_deadline < ? AND t.state = 'PENDING'"
+        " WHERE j.scheduling_deadline IS NOT NULL AND j.scheduling_deadline < ? AND t.state IN ('PENDING', 'ASSIGNED')"
         " AND j.started_at IS NULL",
         (now,),
     ).fetchall()

@@ -140,6 +140,7 @@ def apply_observation(
     if not terminal:
         task_started = task.started_at or (started_at if state is TaskState.RUNNING else None)
         return Transition(task=replace(task, state=state, started_at=task_started), attempt=new_attempt)
+    task = replace(task, started_at=task.started_at or started_at)  # a quick task may never be seen RUNNING
     if state is TaskState.SUCCEEDED:
         done = replace(
             task, state=TaskState.SUCCEEDED, exit_code=obs.exit_code or 0, error=None, finished_at=now

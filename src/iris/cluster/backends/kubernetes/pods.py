@@ -47,6 +47,35 @@ CALLABLE_BOOTSTRAP = (
     "sys.exit(main([f.name]))\n"
 )
 
+# The workspace bundle is unpacked by an init container into an emptyDir the task runs in.
+WORKSPACE_VOLUME = "workspace"
+WORKSPACE_DIR = "/workspace"
+BUNDLE_INIT_CONTAINER = "fetch-bundle"
+BUNDLE_TOKEN_ENV = "IRIS_BUNDLE_TOKEN"
+# Standard library only: the task image need not have Iris installed to fetch its workspace.
+BUNDLE_INIT_SCRIPT = """\
+import hashlib, os, sys, tarfile, urllib.request
+bundle = os.environ["IRIS_BUNDLE_ID"]
+url = os.environ["IRIS_CONTROLLER_URL"].rstrip("/") + "/api/v1/bundles/" + bundle
+request = urllib.request.Request(url)
+if os.environ.get("IRIS_BUNDLE_TOKEN"):
+    request.add_header("Authorization", "Bearer " + os.environ["IRIS_BUNDLE_TOKEN"])
+path, digest = "/tmp/iris-bundle.tar.gz", hashlib.sha256()
+try:
+    with urllib.request.urlopen(request, timeout=300) as resp, open(path, "wb") as out:
+        for chunk in iter(lambda: resp.read(1 << 20), b""):
+            digest.update(chunk)
+            out.write(chunk)
+except OSError as exc:
+    sys.exit(f"could not fetch bundle {bundle} from {url}: {exc}")
+if digest.hexdigest() != bundle:
+    sys.exit(f"could not fetch bundle {bundle}: the downloaded bytes hash to {digest.hexdigest()}")
+with tarfile.open(path) as tar:
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    tar.extractall(os.environ["IRIS_WORKDIR"], **safe)
+print(f"unpacked bundle {bundle[:12]} into {os.environ['IRIS_WORKDIR']}")
+"""
+
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
@@ -61,8 +90,12 @@ def build_pod(
     *,
     controller_url: str,
     backend_id: str,
+    bundle_token: str | None = None,
 ) -> dict[str, Any]:
-    """The Pod manifest (a plain dict, ready for JSON) for one attempt."""
+    """The Pod manifest (a plain dict, ready for JSON) for one attempt.
+
+    ``bundle_token`` (a credential scoped to reading the bundle) goes to the init container only.
+    """
     labels = {
         LABEL_MANAGED: "true",
         LABEL_BACKEND_ID: label_value(backend_id),
@@ -83,9 +116,11 @@ def build_pod(
     if priority_class:
         labels[KUEUE_PRIORITY_CLASS] = priority_class
         pod_spec["priorityClassName"] = priority_class
-    if spec.coscheduling is not None and spec.replicas > 1:
-        labels[KUEUE_POD_GROUP_NAME] = pod_group_name(spec.job_id, spec.attempt_number)
-        annotations[KUEUE_POD_GROUP_TOTAL_COUNT] = str(spec.replicas)
+    gang_size = spec.gang_size or spec.replicas
+    if spec.coscheduling is not None and gang_size > 1:
+        generation = spec.gang_generation if spec.gang_generation is not None else spec.attempt_number
+        labels[KUEUE_POD_GROUP_NAME] = pod_group_name(spec.job_id, generation)
+        annotations[KUEUE_POD_GROUP_TOTAL_COUNT] = str(gang_size)
     if config.service_account:
         pod_spec["serviceAccountName"] = config.service_account
 
@@ -109,6 +144,12 @@ def build_pod(
         "resources": container_resources(spec, config),
         "terminationMessagePolicy": "FallbackToLogsOnError",
     }
+    if spec.bundle_id:
+        mount = {"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}
+        container["volumeMounts"] = [mount]
+        container["workingDir"] = WORKSPACE_DIR
+        pod_spec["volumes"] = [{"name": WORKSPACE_VOLUME, "emptyDir": {}}]
+        pod_spec["initContainers"] = [bundle_init_container(spec, config, controller_url, bundle_token)]
     pod_spec["containers"] = [container]
     return {
         "apiVersion": "v1",
@@ -120,6 +161,30 @@ def build_pod(
             "annotations": annotations,
         },
         "spec": pod_spec,
+    }
+
+
+def bundle_init_container(
+    spec: RunSpec, config: KubernetesBackendConfig, controller_url: str, token: str | None
+) -> dict[str, Any]:
+    """Fetches ``spec.bundle_id`` from the controller, checks its sha256 and unpacks it into the
+    shared workspace volume before the task container starts."""
+    assert spec.bundle_id is not None
+    env = {
+        "IRIS_BUNDLE_ID": spec.bundle_id,
+        "IRIS_CONTROLLER_URL": controller_url,
+        "IRIS_WORKDIR": WORKSPACE_DIR,
+    }
+    if token:
+        env[BUNDLE_TOKEN_ENV] = token
+    return {
+        "name": BUNDLE_INIT_CONTAINER,
+        "image": config.default_image,
+        "command": ["python", "-c", escape_expansion(BUNDLE_INIT_SCRIPT)],
+        "env": [{"name": k, "value": escape_expansion(v)} for k, v in env.items()],
+        "volumeMounts": [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
 
 

@@ -1,0 +1,89 @@
+"""Journeys that need the Iris scheduler (WORKER backend): gangs by attribute, preemption, dry runs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from tests.journeys.harness import Journey, journey_cluster
+from tests.journeys.test_job_model import SMALL, finished
+
+from iris.client import CoschedulingConfig, Entrypoint, JobState, PriorityBand, ResourceSpec, TaskState
+
+
+@pytest.fixture(scope="module")
+def j() -> Iterator[Journey]:
+    with journey_cluster("worker", attributes=[{"pool": "a"}, {"pool": "a"}, {"pool": "b"}]) as journey:
+        yield journey
+
+
+def test_gang_lands_together_and_bounces_together(j: Journey) -> None:
+    script = (
+        'if [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then if [ "$IRIS_TASK_INDEX" = 0 ]; then sleep 0.5; exit 1; fi; sleep 30; fi;'
+        " sleep 0.5"
+    )
+    job = j.client.submit(
+        Entrypoint.from_command("sh", "-c", script),
+        name="gang",
+        replicas=2,
+        resources=ResourceSpec(cpu=1, memory="64MB"),
+        coscheduling=CoschedulingConfig(group_by="pool"),
+        max_retries_failure=1,
+    )
+
+    def never_split() -> object:
+        states = {t.state for t in job.tasks()}
+        assert not (TaskState.PENDING in states and states & {TaskState.RUNNING, TaskState.BUILDING}), (
+            f"gang split: {states}"
+        )
+        return finished(j, job)
+
+    detail = j.step(never_split, what="gang done")
+    assert detail.state is JobState.SUCCEEDED
+    workers = j.client.workers().workers
+    pool = {w.worker_id: w.attributes.get("pool") for w in workers}
+    for attempt_index in (0, 1):
+        placed = [t.attempts[attempt_index].worker_id for t in detail.tasks]
+        assert len(set(placed)) == 2
+        assert {pool[w] for w in placed} == {"a"}
+    assert [len(t.attempts) for t in detail.tasks] == [2, 2]
+    assert detail.tasks[0].attempts[0].state is TaskState.FAILED
+    assert detail.tasks[1].attempts[0].state is TaskState.COSCHED_FAILED
+
+
+def test_production_preempts_batch_which_later_completes(j: Journey) -> None:
+    batch = j.client.submit(
+        Entrypoint.from_command("sleep", "2"),
+        name="batch",
+        replicas=3,
+        priority=PriorityBand.BATCH,
+        resources=ResourceSpec(cpu=2, memory="64MB"),
+    )
+    j.step(
+        lambda: sum(t.state is TaskState.RUNNING for t in batch.tasks()) == 3, what="batch fills the cluster"
+    )
+    prod = j.client.submit(
+        Entrypoint.from_command("true"),
+        name="prod",
+        priority=PriorityBand.PRODUCTION,
+        resources=ResourceSpec(cpu=2, memory="64MB"),
+    )
+    prod_detail = j.step(lambda: finished(j, prod), what="production job done")
+    assert prod_detail.state is JobState.SUCCEEDED
+    batch_detail = j.step(lambda: finished(j, batch), what="batch job done")
+    assert batch_detail.state is JobState.SUCCEEDED
+    preempted = [t for t in batch_detail.tasks if t.attempts[0].state is TaskState.PREEMPTED]
+    assert len(preempted) == 1
+    assert preempted[0].preemption_count == 1
+    assert preempted[0].attempts[-1].state is TaskState.SUCCEEDED
+
+
+def test_dry_run_says_where_a_job_would_go(j: Journey) -> None:
+    fits = j.client.dry_run(Entrypoint.from_command("true"), name="probe", resources=SMALL, replicas=2)
+    assert fits.would_place and len(fits.placements) == 2
+    nope = j.client.dry_run(Entrypoint.from_command("true"), name="probe", resources=ResourceSpec(cpu=64))
+    assert not nope.would_place and "cpu" in nope.summary
+    assert j.client.list_jobs(limit=1000).total == len(
+        {job.job_id for job in j.client.list_jobs(limit=1000).jobs}
+    )
+    assert all("probe" not in job.job_id for job in j.client.list_jobs(limit=1000).jobs)
