@@ -407,6 +407,18 @@ def _check_quantities(cpu: str | None, memory: str | None, disk: str | None = No
 )
 @click.option("--no-wait", is_flag=True, help="Submit, print the job id and return.")
 @click.option("--json", "as_json", is_flag=True, help="With --no-wait: print the job id as JSON.")
+@click.option(
+    "--no-workspace",
+    is_flag=True,
+    help="Do not package the current directory (by default the task runs in a copy of it).",
+)
+@click.option(
+    "--pip",
+    "pip_packages",
+    multiple=True,
+    metavar="PKG",
+    help="Install PKG in the task's environment (repeatable).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
 def job_run(
@@ -427,6 +439,8 @@ def job_run(
     dry_run: bool,
     no_wait: bool,
     as_json: bool,
+    no_workspace: bool,
+    pip_packages: Sequence[str],
     command: Sequence[str],
 ) -> None:
     """Run COMMAND as a job, stream its output and exit with its exit code.
@@ -436,7 +450,7 @@ def job_run(
       iris job run --local -- echo hello
       iris job run --cpu 2 --memory 4GB --replicas 4 -- python train.py --epochs 3
     """
-    from iris.client import Entrypoint, ResourceSpec
+    from iris.client import Entrypoint, EnvironmentSpec, ResourceSpec
 
     if not command or not command[0].strip():
         raise click.UsageError("the command is empty: put it after --, e.g. iris job run -- echo hello")
@@ -455,6 +469,9 @@ def job_run(
         scheduling_timeout=scheduling_timeout,
         priority=priority,
     )
+    if pip_packages:
+        submit_kwargs["environment"] = EnvironmentSpec(pip_packages=list(pip_packages))
+    workspace = None if no_workspace else Path.cwd()
     entrypoint = Entrypoint.from_command(*command)
     if dry_run:
         if local:
@@ -474,13 +491,15 @@ def job_run(
         err_console.print("[dim]starting a local cluster...[/dim]")
         with IrisClient.local(workers=workers, port=0) as client:
             code = _run_and_follow(
-                client, entrypoint, submit_kwargs, no_wait=False, as_json=as_json, detach_ok=False
-            )
+                client, entrypoint, submit_kwargs, no_wait=False, as_json=as_json, detach_ok=False,
+                workspace=workspace,
+            )  # fmt: skip
     else:
         with obj.client() as client:
             code = _run_and_follow(
-                client, entrypoint, submit_kwargs, no_wait=no_wait, as_json=as_json, detach_ok=True
-            )
+                client, entrypoint, submit_kwargs, no_wait=no_wait, as_json=as_json, detach_ok=True,
+                workspace=workspace,
+            )  # fmt: skip
     sys.exit(code)
 
 
@@ -492,8 +511,19 @@ def _run_and_follow(
     no_wait: bool,
     as_json: bool,
     detach_ok: bool,
+    workspace: Path | None = None,
 ) -> int:
-    job = client.submit(entrypoint, **submit_kwargs)
+    bundle_id = None
+    if workspace is not None:
+        bundle, uploaded = client.upload_workspace(workspace)
+        bundle_id = bundle.bundle_id
+        how = "uploaded" if uploaded else "already on the controller"
+        err_console.print(
+            f"[dim]workspace {workspace}: {bundle.file_count} files, {len(bundle.data)} bytes, "
+            f"bundle {bundle_id[:12]} {how}[/dim]",
+            highlight=False,
+        )
+    job = client.submit(entrypoint, bundle_id=bundle_id, **submit_kwargs)
     if no_wait:
         if as_json:
             print_json({"job_id": job.job_id})

@@ -8,10 +8,12 @@ import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from iris.client.job import Job
 from iris.client.local_cluster import LocalCluster
+from iris.client.workspace import Bundle, build_bundle, upload_bundle
 from iris.rpc.enums import PriorityBand
 from iris.rpc.errors import NotFound
 from iris.rpc.http import HttpClient
@@ -56,6 +58,7 @@ class IrisClient:
         self.url = url.rstrip("/")
         self.http = HttpClient(self.url, token=token)
         self.parent_job_id = parent_job_id
+        self._token = token
         self._cluster: LocalCluster | None = None
 
     @classmethod
@@ -117,9 +120,31 @@ class IrisClient:
         user: str | None = None,
         parent_job_id: str | None = None,
         existing_job_policy: str = "replace_finished",
+        workspace: str | Path | bool | None = None,
+        bundle_id: str | None = None,
     ) -> Job:
-        """Submit a job; returns a handle to wait on, read logs from, or kill."""
-        return self.submit_spec(self.build_spec(**{k: v for k, v in locals().items() if k != "self"}))
+        """Submit a job; returns a handle to wait on, read logs from, or kill.
+
+        ``workspace`` (a directory, or True for the current one) is packaged and uploaded (once per
+        content) so the tasks run inside a copy of it; ``bundle_id`` names an already uploaded one.
+        A sub-job submitted with neither runs from its parent's bundle.
+        """
+        options = {k: v for k, v in locals().items() if k not in ("self", "workspace", "bundle_id")}
+        spec = self.build_spec(**options)
+        if workspace is not None and workspace is not False:
+            bundle, _uploaded = self.upload_workspace(Path.cwd() if workspace is True else Path(workspace))
+            bundle_id = bundle.bundle_id
+        if bundle_id is not None:
+            spec.bundle_id = bundle_id
+        return self.submit_spec(spec)
+
+    def upload_workspace(self, directory: str | Path) -> tuple[Bundle, bool]:
+        """Package ``directory`` (see ``iris.client.workspace``) and make sure the controller has it.
+
+        Returns the bundle and whether it was uploaded now (False: the controller already had it).
+        """
+        bundle = build_bundle(directory)
+        return bundle, upload_bundle(self.url, bundle, token=self._token)
 
     def dry_run(self, entrypoint: Entrypoint | None = None, **options: Any) -> DryRunResult:
         """Would this job place now, and on which workers (or why not)? Nothing is submitted."""

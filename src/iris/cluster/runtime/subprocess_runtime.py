@@ -22,9 +22,9 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Protocol
 
 from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env
 from iris.cluster.runtime.attempt_log import AttemptLogWriter, LineIndex, read_log_page
@@ -78,6 +78,32 @@ class AttemptSnapshot:
         return self.state in TERMINAL_TASK_STATES
 
 
+class PreparationError(Exception):
+    """The BUILDING phase failed; the message is one sentence for the task log and the attempt's error."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preparation:
+    """What the BUILDING phase produced for the process: extra env (set last, over the job's),
+    directories to put first on PATH, and the Python that runs a callable entrypoint."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    path_prepend: tuple[str, ...] = ()
+    python: str | None = None
+
+
+class Preparer(Protocol):
+    """Gets an attempt's working directory ready (fetch its bundle, build its environment)."""
+
+    def needed(self, spec: RunSpec) -> bool: ...
+
+    def prepare(
+        self, spec: RunSpec, work_dir: Path, log: Callable[[str], None], cancelled: Callable[[], bool]
+    ) -> Preparation:
+        """Runs on the attempt's own thread; raises PreparationError, or anything once ``cancelled()``."""
+        ...
+
+
 class _Attempt:
     """Mutable record of one attempt; fields are guarded by the runtime's lock."""
 
@@ -122,6 +148,9 @@ class SubprocessRuntime:
 
     ``on_change(attempt_uid)`` is called (from any runtime thread, keep it cheap) whenever an
     attempt's observable state changes: started, finished, or its process tree released.
+
+    An attempt the ``preparer`` says needs preparing stays BUILDING on a thread of its own while
+    the preparer works (it may take many seconds), then starts in the prepared work dir.
     """
 
     def __init__(
@@ -136,6 +165,7 @@ class SubprocessRuntime:
         eof_grace_s: float = 1.0,
         monitor_interval_s: float = 0.15,
         keep_finished: int = 2000,
+        preparer: Preparer | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.attempts_dir = self.state_dir / "attempts"
@@ -150,6 +180,7 @@ class SubprocessRuntime:
         self._eof_grace_s = eof_grace_s
         self._monitor_interval_s = monitor_interval_s
         self._keep_finished = keep_finished
+        self._preparer = preparer
         self._boot_id = boot_id()
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -173,7 +204,8 @@ class SubprocessRuntime:
     # ------------------------------------------------------------------ public API
 
     def start(self, spec: RunSpec) -> AttemptSnapshot:
-        """Start an attempt (idempotent per uid). Returns once the process is running or failed to start."""
+        """Start an attempt (idempotent per uid). Returns once the process is running or failed to
+        start, or at once (BUILDING) when it needs preparing."""
         attempt = self._admit(spec)
         if attempt is not None:
             self._start_admitted(attempt)
@@ -211,10 +243,41 @@ class SubprocessRuntime:
             return attempt
 
     def _start_admitted(self, attempt: _Attempt) -> None:
+        assert attempt.spec is not None
+        if self._preparer is not None and self._preparer.needed(attempt.spec):
+            name = f"iris-build-{attempt.uid}"
+            threading.Thread(target=self._prepare_and_launch, args=(attempt,), name=name, daemon=True).start()
+            return
         try:
+            self._make_attempt_dir(attempt)
             self._launch(attempt)
         except Exception as exc:  # noqa: BLE001 - any start failure becomes a FAILED attempt
             self._fail_start(attempt, exc)
+        self._notify(attempt.uid)
+
+    def _prepare_and_launch(self, attempt: _Attempt) -> None:
+        """BUILDING: let the preparer fill the work dir, then start (or end, if stopped meanwhile)."""
+        assert self._preparer is not None and attempt.spec is not None
+
+        def cancelled() -> bool:
+            return attempt.kill_reason is not None or self._closing
+
+        try:
+            work_dir = self._make_attempt_dir(attempt)
+            assert attempt.log is not None
+            preparation = self._preparer.prepare(attempt.spec, work_dir, attempt.log.system, cancelled)
+            if attempt.kill_reason is not None:
+                self._end_unstarted(attempt)
+            else:
+                self._launch(attempt, preparation)
+        except Exception as exc:  # noqa: BLE001 - any preparation failure ends the attempt
+            if attempt.kill_reason is not None:
+                self._end_unstarted(attempt)
+            elif isinstance(exc, PreparationError):
+                self._fail_start(attempt, exc, str(exc))
+            else:
+                logger.exception("preparing attempt %s failed", attempt.uid)
+                self._fail_start(attempt, exc, f"could not prepare the attempt: {type(exc).__name__}: {exc}")
         self._notify(attempt.uid)
 
     def record_failure(self, attempt_uid: str, error: str) -> AttemptSnapshot:
@@ -326,9 +389,9 @@ class SubprocessRuntime:
 
     # ------------------------------------------------------------------ starting
 
-    def _launch(self, attempt: _Attempt) -> None:
-        spec = attempt.spec
-        assert spec is not None and attempt.dir is not None
+    def _make_attempt_dir(self, attempt: _Attempt) -> Path:
+        """A fresh ``<uid>/`` with its log and an empty ``work/``; returns the work dir."""
+        assert attempt.dir is not None
         try:
             os.mkdir(attempt.dir)
         except FileExistsError:  # a re-dispatch of the same attempt after a worker restart
@@ -339,7 +402,13 @@ class SubprocessRuntime:
         work_dir = attempt.dir / "work"
         os.mkdir(work_dir)
         attempt.log = AttemptLogWriter(attempt.dir / "log.jsonl")
-        argv = self._argv(spec, attempt.dir)
+        return work_dir
+
+    def _launch(self, attempt: _Attempt, preparation: Preparation | None = None) -> None:
+        spec = attempt.spec
+        assert spec is not None and attempt.dir is not None
+        work_dir = attempt.dir / "work"
+        argv = self._argv(spec, attempt.dir, preparation.python if preparation else None)
         with self._lock:  # concurrent starts must not hand out the same port twice
             taken = {port for a in self._attempts.values() if not a.terminal for port in a.ports.values()}
             attempt.ports = ports = allocate_ports(spec.ports, taken)
@@ -351,6 +420,10 @@ class SubprocessRuntime:
             ports=ports,
             work_dir=str(work_dir),
         )
+        if preparation is not None:
+            env.update(preparation.env)
+            if preparation.path_prepend:
+                env["PATH"] = os.pathsep.join([*preparation.path_prepend, env.get("PATH", os.defpath)])
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
@@ -400,21 +473,37 @@ class SubprocessRuntime:
             self._signal_tree(attempt, signal.SIGKILL)
 
     @staticmethod
-    def _argv(spec: RunSpec, attempt_dir: Path) -> list[str]:
+    def _argv(spec: RunSpec, attempt_dir: Path, python: str | None = None) -> list[str]:
         if spec.entrypoint.kind == "command":
             return list(spec.entrypoint.argv)
         payload = attempt_dir / "callable.pkl"
         payload.write_bytes(base64.b64decode(spec.entrypoint.callable_b64 or ""))
-        return [sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, str(payload)]
+        return [python or sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, str(payload)]
 
-    def _fail_start(self, attempt: _Attempt, exc: Exception) -> None:
-        if isinstance(exc, FileNotFoundError | NotADirectoryError):
-            code: int | None = 127
+    def _end_unstarted(self, attempt: _Attempt) -> None:
+        """Stopped while BUILDING: it ends (KILLED, or FAILED on a timeout) without a process."""
+        outcome = final_outcome(0, attempt.kill_reason, attempt.kill_message)
+        if attempt.log is not None:
+            attempt.log.system(f"attempt {outcome.state.value} before it started: {outcome.error}")
+            attempt.log.close()
+        with self._lock:
+            attempt.state, attempt.exit_code, attempt.error = outcome.state, None, outcome.error
+            attempt.finished_at = time.time()
+            attempt.spec = None
+            attempt.released = True
+            self._retained.append(attempt.uid)
+            self._changed.notify_all()
+
+    def _fail_start(self, attempt: _Attempt, exc: Exception, error: str | None = None) -> None:
+        if error is not None:
+            code: int | None = None
+        elif isinstance(exc, FileNotFoundError | NotADirectoryError):
+            code = 127
         elif isinstance(exc, PermissionError):
             code = 126
         else:
             code = None
-        error = f"could not start the process: {exc}"
+        error = error or f"could not start the process: {exc}"
         if attempt.log is not None:
             attempt.log.system(error)
             attempt.log.close()

@@ -25,6 +25,7 @@ from iris.cluster.worker.config import (
 from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.health import HealthCache
 from iris.cluster.worker.metrics import Phase, WorkerMetrics
+from iris.cluster.worker.prepare import AttemptPreparer
 from iris.cluster.worker.service import WorkerService, create_app
 from iris.rpc.logging_setup import configure_logging
 from iris.rpc.models import RegisterRequest
@@ -134,6 +135,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         worker_id=worker_id,
         controller_url=config.controller_url,
         on_change=attempt_changed,
+        preparer=AttemptPreparer(state_dir, config.controller_url),
     )
     if runtime.leftovers_killed:
         logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))

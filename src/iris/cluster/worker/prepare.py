@@ -1,0 +1,41 @@
+"""The worker's BUILDING phase: unpack the job's workspace bundle, then build its environment."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from iris.cluster.runtime.subprocess_runtime import Preparation
+from iris.cluster.worker.bundles import BundleCache
+from iris.cluster.worker.environments import EnvironmentBuilder
+from iris.rpc.models import RunSpec
+
+
+class AttemptPreparer:
+    """Plugs into ``SubprocessRuntime(preparer=...)``; caches live under the worker's state dir."""
+
+    def __init__(self, state_dir: Path, controller_url: str, *, token: str | None = None) -> None:
+        self.bundles = BundleCache(Path(state_dir) / "bundles", controller_url, token=token)
+        self.environments = EnvironmentBuilder(Path(state_dir) / "envs")
+
+    def needed(self, spec: RunSpec) -> bool:
+        return bool(spec.bundle_id) or bool(spec.environment is not None and spec.environment.pip_packages)
+
+    def prepare(
+        self, spec: RunSpec, work_dir: Path, log: Callable[[str], None], cancelled: Callable[[], bool]
+    ) -> Preparation:
+        env: dict[str, str] = {}
+        path_prepend: tuple[str, ...] = ()
+        python: str | None = None
+        if spec.bundle_id:
+            archive = self.bundles.fetch(spec.bundle_id, log=log, cancelled=cancelled)
+            count = self.bundles.unpack(spec.bundle_id, archive, work_dir)
+            log(f"unpacked bundle {spec.bundle_id[:12]} ({count} files) into {work_dir}")
+            env["IRIS_BUNDLE_ID"] = spec.bundle_id
+        packages = spec.environment.pip_packages if spec.environment is not None else []
+        if packages:
+            built = self.environments.ensure(packages, log=log, cancelled=cancelled)
+            env["VIRTUAL_ENV"] = str(built.path)
+            path_prepend = (str(built.bin_dir),)
+            python = str(built.python)
+        return Preparation(env=env, path_prepend=path_prepend, python=python)
