@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
@@ -21,6 +21,23 @@ class JobTimeout(IrisError):
 
 def task_path(task_id: str) -> str:
     return task_id.lstrip("/")
+
+
+# Where reading stopped in each task attempt's log: (task index, attempt uid) -> next offset.
+LogOffsets = dict[tuple[int, str], int]
+
+
+def select_lines(
+    lines: Iterable[LogLine], *, since: float | None = None, tail: int | None = None
+) -> list[LogLine]:
+    """Lines at or after ``since``, then the last ``tail`` of each task, interleaved by timestamp."""
+    kept = [line for line in lines if since is None or line.ts >= since]
+    if tail is not None:
+        by_task: dict[int | None, list[LogLine]] = {}
+        for line in kept:
+            by_task.setdefault(line.task_index, []).append(line)
+        kept = [line for group in by_task.values() for line in group[len(group) - tail :]] if tail else []
+    return sorted(kept, key=lambda line: line.ts)  # stable: each task's own order is kept
 
 
 class Job:
@@ -71,18 +88,28 @@ class Job:
 
     def log_lines(self) -> list[LogLine]:
         """Every output line of every task's current attempt, in task order."""
+        return self.read_logs()[0]
+
+    def read_logs(self) -> tuple[list[LogLine], LogOffsets]:
+        """Every line so far of every task's current attempt (in task order), and where each log ends.
+
+        Pass the offsets to ``follow_lines(start=...)`` to continue with only the lines after these.
+        """
         out: list[LogLine] = []
+        offsets: LogOffsets = {}
         for task in self.tasks():
-            if task.current_attempt_uid is None:
+            uid = task.current_attempt_uid
+            if uid is None:
                 continue
             offset = 0
             while True:
-                page = self.task_logs(task.task_index, offset=offset)
+                page = self.task_logs(task.task_index, offset=offset, attempt=uid)
                 out.extend(line.model_copy(update={"task_index": task.task_index}) for line in page.lines)
                 if not page.lines or page.next_offset == offset:
                     break
                 offset = page.next_offset
-        return out
+            offsets[(task.task_index, uid)] = offset
+        return out, offsets
 
     def logs(self, follow: bool = False) -> list[str] | Iterator[str]:
         """Output lines (stdout and stderr). ``follow=True`` yields lines until the job ends."""
@@ -90,13 +117,30 @@ class Job:
             return (line.line for line in self.follow_lines())
         return [line.line for line in self.log_lines() if line.stream != "system"]
 
-    def follow_lines(self, *, include_system: bool = False, poll_s: float = 0.1) -> Iterator[LogLine]:
-        """Yield output lines of every task as they appear, until the job is terminal and drained."""
-        offsets: dict[tuple[int, str], int] = {}
+    def follow_lines(
+        self,
+        *,
+        include_system: bool = False,
+        poll_s: float = 0.1,
+        on_detail: Callable[[JobDetail], None] | None = None,
+        start: Mapping[tuple[int, str], int] | None = None,
+    ) -> Iterator[LogLine]:
+        """Yield output lines of every task as they appear, until the job is terminal and drained.
+
+        Lines read in one poll are interleaved across tasks by timestamp. ``on_detail`` sees the
+        job's detail at every poll (for a progress display); ``start`` skips what ``read_logs``
+        already returned.
+        """
+        offsets: LogOffsets = dict(start or {})
+        drain_polls = 0  # after the job ends, a few more polls for logs the runtime has not flushed yet
         while True:
             detail = self.detail()
+            if on_detail is not None:
+                on_detail(detail)
             done = detail.state in TERMINAL_JOB_STATES
             progressed = False
+            incomplete = False
+            batch: list[LogLine] = []
             for task in detail.tasks:
                 uid = task.current_attempt_uid
                 if uid is None:
@@ -106,15 +150,23 @@ class Job:
                 try:
                     page = self.task_logs(task.task_index, offset=offset, attempt=uid)
                 except IrisError:
+                    incomplete = True
                     continue  # the worker may be gone; the job state will tell
-                for line in page.lines:
-                    if include_system or line.stream != "system":
-                        yield line.model_copy(update={"task_index": task.task_index})
+                incomplete = incomplete or not page.complete
+                batch.extend(
+                    line.model_copy(update={"task_index": task.task_index})
+                    for line in page.lines
+                    if include_system or line.stream != "system"
+                )
                 if page.next_offset != offset:
                     progressed = True
                 offsets[key] = page.next_offset
+            batch.sort(key=lambda line: line.ts)  # stable: each task's own order is kept
+            yield from batch
             if done and not progressed:
-                return
+                drain_polls += 1
+                if not incomplete or drain_polls > 30:
+                    return
             if not progressed:
                 time.sleep(poll_s)
 
