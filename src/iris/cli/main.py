@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import time
@@ -12,7 +13,9 @@ from typing import Any
 
 import click
 
+from iris.cli.completion import completion
 from iris.cli.output import ago, console, duration, err_console, print_json, resources_text, styled, table
+from iris.cli.progress import follow_job
 from iris.rpc.errors import IrisError
 from iris.rpc.units import parse_bytes, parse_cpu_millicores
 
@@ -102,6 +105,16 @@ def controller() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Cluster config (YAML); its scale groups enable the autoscaler.",
 )
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    help="Log lines as text (default) or one JSON object per line (default: $IRIS_LOG_FORMAT).",
+)
+@click.option(
+    "--log-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Log to this file, rotated at 20 MB with 5 kept, instead of stderr (default: $IRIS_LOG_FILE).",
+)
 def controller_start(
     host: str,
     port: int,
@@ -115,6 +128,8 @@ def controller_start(
     advertise_url: str | None,
     image: str | None,
     config_path: Path | None,
+    log_format: str | None,
+    log_file: Path | None,
 ) -> None:
     """Run the controller alone; workers on other machines join with `iris worker start --controller URL`."""
     from iris.cluster.controller.main import main as controller_main
@@ -135,6 +150,8 @@ def controller_start(
         ("--advertise-url", advertise_url),
         ("--image", image),
         ("--config", config_path),
+        ("--log-format", log_format),
+        ("--log-file", log_file),
     ):
         if value is not None:
             argv += [flag, str(value)]
@@ -530,32 +547,10 @@ def _run_and_follow(
         else:
             console.print(job.job_id)
         return 0
-    err_console.print(f"[dim]job {job.job_id}  ·  {client.url}/#/jobs{job.job_id}[/dim]")
-    interrupted = False
-    try:
-        multi = submit_kwargs.get("replicas", 1) > 1
-        for line in job.follow_lines():
-            text = f"[{line.task_index}] {line.line}" if multi else line.line
-            stream = sys.stderr if line.stream == "stderr" else sys.stdout
-            stream.write(text + "\n")
-            stream.flush()
-    except KeyboardInterrupt:
-        interrupted = True
-        err_console.print(f"\nstopping job {job.job_id} (Ctrl-C again to detach)...")
-        try:
-            job.kill()
-            job.wait(timeout=30)
-        except KeyboardInterrupt:
-            err_console.print(f"detached; the job keeps its state. Stop it with: iris job stop {job.job_id}")
-            return 130
-    detail = job.wait()
-    code = job.exit_code()
-    if interrupted:
-        return 130
-    if detail.state.value != "SUCCEEDED":
-        reason = detail.error or detail.state.value.lower()
-        err_console.print(f"[red]job {job.job_id} {detail.state.value}[/red]: {reason}")
-    return code
+    # Job id and dashboard link first, then the output (with a live status on a terminal);
+    # Ctrl-C stops the job, a second Ctrl-C detaches (see cli/progress.py).
+    multi = submit_kwargs.get("replicas", 1) > 1
+    return follow_job(job, controller_url=client.url, multi=multi, detach_ok=detach_ok)
 
 
 @job.command("list")
@@ -653,24 +648,73 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
         console.print(at)
 
 
+_SINCE_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_SINCE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_since(text: str, now: float) -> float:
+    """``30s``, ``5m``, ``1h30m``, ``2d`` before ``now``, or an ISO time (local unless it has an offset)."""
+    value = text.strip().lower()
+    parts = _SINCE_PART.findall(value)
+    if parts and "".join(n + u for n, u in parts) == value:
+        return now - sum(float(n) * _SINCE_UNITS[u] for n, u in parts)
+    try:
+        from datetime import datetime
+
+        return datetime.fromisoformat(text.strip()).timestamp()
+    except ValueError:
+        raise ValueError(
+            f"expected a duration like 5m, 1h or 2d, or a time like 2026-01-31T12:00, got {text!r}"
+        ) from None
+
+
 @job.command("logs")
 @click.argument("job_id")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
 @click.option("--task", "task_index", type=int, help="Only this task index.")
+@click.option(
+    "--since", metavar="WHEN", help="Only lines from the last 5m, 1h, 2d..., or since a time (ISO 8601)."
+)
+@click.option(
+    "--tail",
+    type=click.IntRange(min=0),
+    metavar="N",
+    help="Only the last N lines of each task (then new ones with -f).",
+)
 @click.pass_obj
-def job_logs(obj: Ctx, job_id: str, follow: bool, task_index: int | None) -> None:
-    """Print a job's output (all tasks, prefixed with the task index when there are several)."""
+def job_logs(
+    obj: Ctx, job_id: str, follow: bool, task_index: int | None, since: str | None, tail: int | None
+) -> None:
+    """Print a job's output: every task's lines interleaved by time, with a [task N] prefix when
+    there are several tasks."""
+    from iris.client.job import select_lines
+
+    try:
+        since_ts = parse_since(since, time.time()) if since else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+
+    def shown(line: Any) -> bool:
+        return line.stream != "system" and (task_index is None or line.task_index == task_index)
+
     with obj.client() as client:
         job = client.job(_job_id(job_id))
-        detail = job.detail()
-        multi = detail.replicas > 1 and task_index is None
-        lines = job.follow_lines() if follow else iter(job.log_lines())
+        multi = job.detail().replicas > 1 and task_index is None
+
+        def emit(line: Any) -> None:
+            text = f"[task {line.task_index}] {line.line}" if multi else line.line
+            stream = sys.stderr if line.stream == "stderr" else sys.stdout
+            stream.write(text + "\n")
+            stream.flush()
+
         try:
-            for line in lines:
-                if line.stream == "system" or (task_index is not None and line.task_index != task_index):
-                    continue
-                text = f"[{line.task_index}] {line.line}" if multi else line.line
-                (sys.stderr if line.stream == "stderr" else sys.stdout).write(text + "\n")
+            lines, offsets = job.read_logs()
+            for line in select_lines(filter(shown, lines), since=since_ts, tail=tail):
+                emit(line)
+            if follow:
+                for line in job.follow_lines(start=offsets):
+                    if shown(line) and (since_ts is None or line.ts >= since_ts):
+                        emit(line)
         except KeyboardInterrupt:
             pass
 
@@ -731,6 +775,7 @@ def _register_optional_groups() -> None:
 
 
 _register_optional_groups()
+cli.add_command(completion)
 
 
 def main(argv: list[str] | None = None) -> None:

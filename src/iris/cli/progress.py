@@ -1,0 +1,197 @@
+"""What ``iris job run`` shows while a job runs, and what Ctrl-C does.
+
+The job id and its dashboard link come first (on stderr). The job's output streams to stdout and
+stderr. When stderr is a terminal, a status line stays under the output: task counts by state,
+the elapsed time, and why tasks are pending; on pipes and files there is nothing but the output.
+
+Ctrl-C stops the job after a short grace; a second Ctrl-C within the grace detaches instead and
+leaves the job running (``detach_ok``; with an embedded ``--local`` cluster there is nothing to
+detach from, so the job stops at once).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, TextIO
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.spinner import Spinner
+from rich.text import Text
+
+from iris.cli.output import err_console
+from iris.rpc.enums import JobState, TaskState
+from iris.rpc.models import JobDetail, TaskStatus
+
+if TYPE_CHECKING:
+    from iris.client.job import Job
+
+# Seconds between the first Ctrl-C and stopping the job: time to press Ctrl-C again and detach.
+STOP_GRACE_S = 2.0
+
+_COUNT_ORDER = (
+    TaskState.PENDING,
+    TaskState.ASSIGNED,
+    TaskState.BUILDING,
+    TaskState.RUNNING,
+    TaskState.SUCCEEDED,
+    TaskState.FAILED,
+    TaskState.KILLED,
+    TaskState.WORKER_FAILED,
+    TaskState.PREEMPTED,
+    TaskState.UNSCHEDULABLE,
+    TaskState.COSCHED_FAILED,
+)
+
+
+def dashboard_link(controller_url: str, job_id: str) -> str:
+    """The dashboard's page of a job (its router takes ``#/jobs`` followed by the job id path)."""
+    return f"{controller_url.rstrip('/')}/#/jobs{job_id}"
+
+
+def task_counts_text(tasks: Iterable[TaskStatus]) -> str:
+    """``2 running, 1 pending, 3 succeeded`` in life-cycle order."""
+    counts = Counter(t.state for t in tasks)
+    return ", ".join(f"{counts[s]} {s.value.lower()}" for s in _COUNT_ORDER if counts[s])
+
+
+def pending_reason(detail: JobDetail) -> str | None:
+    """Why the job's first waiting task is not running yet (None when none waits)."""
+    for task in detail.tasks:
+        if task.state in (TaskState.PENDING, TaskState.ASSIGNED) and task.pending_reason:
+            return task.pending_reason
+    return detail.pending_reason if detail.state is JobState.PENDING else None
+
+
+def status_lines(detail: JobDetail, now: float) -> list[str]:
+    """The live status: state, task counts and elapsed time; then the pending reason, if any."""
+    elapsed = max(0.0, now - detail.submitted_at)
+    counts = task_counts_text(detail.tasks) or "no tasks yet"
+    lines = [f"{detail.state.value.lower()}  ·  {counts}  ·  {_elapsed(elapsed)}"]
+    reason = pending_reason(detail)
+    if reason:
+        lines.append(f"pending: {reason}")
+    return lines
+
+
+def _elapsed(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
+    return f"{seconds // 3600:.0f}h{seconds % 3600 // 60:02.0f}m"
+
+
+class LiveStatus:
+    """A status that stays under the job's output on the terminal, erased when the job ends."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._spinner = Spinner("dots", text=Text("submitted", style="dim"))
+        self._reason = Text("", style="yellow")
+        self._live = Live(
+            Group(self._spinner, self._reason),
+            console=console,
+            transient=True,
+            refresh_per_second=8,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+
+    def __enter__(self) -> LiveStatus:
+        self._live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._live.stop()
+
+    def update(self, detail: JobDetail) -> None:
+        lines = status_lines(detail, time.time())
+        self._spinner.update(text=Text(lines[0], style="dim"))
+        self._reason.plain = lines[1] if len(lines) > 1 else ""
+
+    def write(self, text: str, stream: TextIO) -> None:
+        """A line of job output: above the status when it goes to the same terminal, else as is."""
+        if stream.isatty():
+            self._live.console.print(Text.from_ansi(text), soft_wrap=True, highlight=False)
+        else:
+            _write(text, stream)
+
+
+def _write(text: str, stream: TextIO) -> None:
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def follow_job(
+    job: Job,
+    *,
+    controller_url: str,
+    multi: bool,
+    detach_ok: bool,
+    console: Console = err_console,
+    live: bool | None = None,
+) -> int:
+    """Announce the job, stream its output until it ends, and return the exit code to exit with.
+
+    ``live`` forces the status line on or off (default: on when ``console`` is a terminal).
+    """
+    console.print(f"job {job.job_id}", highlight=False)
+    console.print(f"dashboard: {dashboard_link(controller_url, job.job_id)}", highlight=False, soft_wrap=True)
+    status = LiveStatus(console) if (console.is_terminal if live is None else live) else None
+    try:
+        if status is not None:
+            with status:
+                _stream(job, multi, status)
+        else:
+            _stream(job, multi, None)
+    except KeyboardInterrupt:
+        return _interrupted(job, console, detach_ok)
+    detail = job.wait()
+    code = job.exit_code()
+    if detail.state is not JobState.SUCCEEDED:
+        reason = detail.error or detail.state.value.lower()
+        console.print(f"[red]job {job.job_id} {detail.state.value}[/red]: {reason}", highlight=False)
+    return code
+
+
+def _stream(job: Job, multi: bool, status: LiveStatus | None) -> None:
+    for line in job.follow_lines(on_detail=status.update if status is not None else None):
+        text = f"[task {line.task_index}] {line.line}" if multi else line.line
+        stream = sys.stderr if line.stream == "stderr" else sys.stdout
+        if status is not None:
+            status.write(text, stream)
+        else:
+            _write(text, stream)
+
+
+def _interrupted(job: Job, console: Console, detach_ok: bool) -> int:
+    """First Ctrl-C: stop the job after the grace. Second Ctrl-C within it: detach."""
+    if detach_ok:
+        console.print(
+            f"\nCtrl-C: stopping job {job.job_id} in {STOP_GRACE_S:g}s; "
+            "press Ctrl-C again to detach and leave it running",
+            highlight=False,
+        )
+        try:
+            time.sleep(STOP_GRACE_S)
+        except KeyboardInterrupt:
+            console.print(
+                f"detached: job {job.job_id} keeps running.\n"
+                f"  follow it: iris job logs -f {job.job_id}\n"
+                f"  stop it:   iris job stop {job.job_id}",
+                highlight=False,
+            )
+            return 130
+    console.print(f"stopping job {job.job_id}...", highlight=False)
+    try:
+        job.kill()
+        detail = job.wait(timeout=30)
+    except KeyboardInterrupt:
+        console.print(f"not waiting for job {job.job_id} to stop", highlight=False)
+        return 130
+    console.print(f"job {job.job_id} {detail.state.value}", highlight=False)
+    return 130
