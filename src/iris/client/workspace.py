@@ -18,7 +18,7 @@ import re
 import stat
 import subprocess
 import tarfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,10 +182,16 @@ def _git_files(root: Path) -> list[str] | None:
 
 def workspace_files(root: Path) -> list[str]:
     """Sorted posix paths (relative to ``root``) of the regular files the bundle holds."""
+    return sorted(iter_workspace_files(root))
+
+
+def iter_workspace_files(root: Path) -> Iterator[str]:
+    """The same paths, lazily (outside git, as the walk finds them)."""
     root = Path(root)
     listed = _git_files(root)
     if listed is None:
-        return _walk(root)
+        yield from _walk(root)
+        return
     # .irisignore files git lists (plus the root's, even if git ignores it), shallowest first.
     bases = {os.path.dirname(p) for p in listed if os.path.basename(p) == ".irisignore"}
     if (root / ".irisignore").is_file():
@@ -193,11 +199,10 @@ def workspace_files(root: Path) -> list[str]:
     rules: list[IgnoreRule] = []
     for base in sorted(bases, key=lambda b: (b.count("/") + bool(b), b)):
         rules.extend(_read_rules(root / base, base, (".irisignore",)))
-    return [p for p in listed if not is_excluded(rules, p) and _is_regular_file(root / p)]
+    yield from (p for p in listed if not is_excluded(rules, p) and _is_regular_file(root / p))
 
 
-def _walk(root: Path) -> list[str]:
-    files: list[str] = []
+def _walk(root: Path) -> Iterator[str]:
     rules_by_dir: dict[str, list[IgnoreRule]] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         rel = os.path.relpath(dirpath, root)
@@ -216,8 +221,7 @@ def _walk(root: Path) -> list[str]:
             path = f"{base}/{name}" if base else name
             if rule_verdict(rules, path, False) or not _is_regular_file(Path(dirpath) / name):
                 continue
-            files.append(path)
-    return sorted(files)
+            yield path
 
 
 def _is_regular_file(path: Path) -> bool:
@@ -255,21 +259,22 @@ def _human(n: int) -> str:
 
 
 def build_bundle(root: str | Path, *, max_bytes: int | None = None) -> Bundle:
-    """Package ``root``; raises WorkspaceTooLarge (before reading any file) past ``max_bytes``."""
+    """Package ``root``; raises WorkspaceTooLarge past ``max_bytes``, before reading any file (and
+    without listing the rest once over the limit: a run from a huge directory fails fast)."""
     root = Path(root).resolve()
     if not root.is_dir():
         raise InvalidArgument(f"the workspace {root} is not a directory")
     limit = max_bundle_bytes() if max_bytes is None else max_bytes
-    paths = workspace_files(root)
-    sizes = {}
-    for p in paths:
+    sizes: dict[str, int] = {}
+    total = 0
+    for p in iter_workspace_files(root):
         try:
-            sizes[p] = (root / p).stat().st_size
+            sizes[p] = size = (root / p).stat().st_size
         except OSError:
             continue
-    total = sum(sizes.values())
-    if total > limit:
-        raise WorkspaceTooLarge(_too_large_message(root, total, limit, sizes))
+        total += size
+        if total > limit:
+            raise WorkspaceTooLarge(_too_large_message(root, total, limit, sizes))
     raw = io.BytesIO()
     with (
         gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="", compresslevel=6) as gz,
@@ -300,7 +305,7 @@ def _too_large_message(root: Path, total: int, limit: int, sizes: dict[str, int]
     biggest = sorted(sizes.items(), key=lambda kv: (-kv[1], kv[0]))[:3]
     named = ", ".join(f"{p} ({_human(s)})" for p, s in biggest)
     return (
-        f"the workspace {root} holds {_human(total)}, over the {_human(limit)} bundle limit "
+        f"the workspace {root} holds at least {_human(total)}, over the {_human(limit)} bundle limit "
         f"({MAX_BUNDLE_BYTES_ENV}); the biggest files are {named}: list them in .irisignore "
         "(or .gitignore), or run with --no-workspace"
     )
