@@ -115,6 +115,22 @@ def test_gang_member_that_already_succeeded_stays_done(j: Journey) -> None:
     assert [len(t.attempts) for t in detail.tasks] == [2, 1]
 
 
+def test_exec_and_process_status_reach_the_running_task(j: Journey) -> None:
+    job = j.client.submit(Entrypoint.from_command("sh", "-c", "echo ready; sleep 60"), name="inspect", resources=SMALL)
+    j.step(lambda: "ready" in job.logs(), what="task running")
+    result = job.exec(["sh", "-c", "echo $IRIS_JOB_ID"])
+    assert result.exit_code == 0
+    assert result.stdout.strip() == job.job_id
+    status = job.process_status()
+    if j.backend == "worker":
+        assert status["kind"] == "process"
+        assert any("sleep 60" in p["command"] for p in status["processes"])
+    else:
+        assert status["kind"] == "pod"
+        assert status["phase"] == "Running"
+    job.kill()
+
+
 def spawn_child_then_wait() -> None:
     ctx = iris_ctx()
     ctx.client.submit(

@@ -17,7 +17,7 @@ from iris.cli.completion import completion
 from iris.cli.output import ago, console, duration, err_console, print_json, resources_text, styled, table
 from iris.cli.progress import follow_job
 from iris.rpc.errors import IrisError
-from iris.rpc.units import parse_bytes, parse_cpu_millicores
+from iris.rpc.units import format_bytes, parse_bytes, parse_cpu_millicores
 
 DEFAULT_CONTROLLER = "http://127.0.0.1:10000"
 
@@ -717,6 +717,43 @@ def job_logs(
                         emit(line)
         except KeyboardInterrupt:
             pass
+
+
+@job.command("exec", context_settings={"ignore_unknown_options": True})
+@click.argument("job_id")
+@click.option("--task", "task_index", default=0, show_default=True, type=int, help="Task index.")
+@click.option("--timeout", default=60.0, show_default=True, type=float, help="Seconds before the command is stopped.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_obj
+def job_exec(obj: Ctx, job_id: str, task_index: int, timeout: float, command: Sequence[str]) -> None:
+    """Run COMMAND beside a running task (its working directory and environment, or its pod)."""
+    with obj.client() as client:
+        result = client.job(_job_id(job_id)).exec(list(command), task_index=task_index, timeout=timeout)
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    sys.exit(result.exit_code)
+
+
+@job.command("ps")
+@click.argument("job_id")
+@click.option("--task", "task_index", default=0, show_default=True, type=int, help="Task index.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_obj
+def job_ps(obj: Ctx, job_id: str, task_index: int, as_json: bool) -> None:
+    """Show a task's processes (worker backend) or its pod's status (kubernetes backend)."""
+    with obj.client() as client:
+        status = client.job(_job_id(job_id)).process_status(task_index)
+    if as_json:
+        print_json(status)
+        return
+    if status.get("kind") == "process":
+        console.print(f"attempt {status['attempt_uid']} on {status['target']}: {styled(status['state'])}")
+        t = table("PID", "PPID", "STATUS", "RSS", "CPU s", "COMMAND")
+        for p in status.get("processes", []):
+            t.add_row(str(p["pid"]), str(p["ppid"]), p["status"], format_bytes(p["rss_bytes"]), f"{p['cpu_seconds']:.2f}", p["command"])
+        console.print(t)
+    else:
+        print_json(status)
 
 
 @job.command("stop")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
 from iris.rpc.errors import IrisError
-from iris.rpc.models import JobDetail, LogLine, LogsResponse, TaskStatus
+from iris.rpc.models import ExecRequest, ExecResponse, JobDetail, LogLine, LogsResponse, TaskStatus
 
 if TYPE_CHECKING:
     from iris.client.client import IrisClient
@@ -169,6 +169,15 @@ class Job:
                     return
             if not progressed:
                 time.sleep(poll_s)
+
+    def exec(self, argv: Sequence[str], *, task_index: int = 0, timeout: float = 60.0) -> ExecResponse:
+        """Run a command beside a running task (its working directory and environment, or its pod)."""
+        body = ExecRequest(argv=list(argv), timeout_s=timeout)
+        return self.client.http.post(f"/api/v1/tasks/{task_path(self.job_id)}/{task_index}:exec", ExecResponse, body)
+
+    def process_status(self, task_index: int = 0) -> dict[str, Any]:
+        """The task's processes (worker backend) or its pod's status (kubernetes backend)."""
+        return self.client.http.request("GET", f"/api/v1/tasks/{task_path(self.job_id)}/{task_index}:status")
 
     def exit_code(self) -> int:
         detail = self.detail()

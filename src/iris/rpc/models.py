@@ -405,6 +405,19 @@ class ReconcileResponse(WireModel):
     health: WorkerHealth
 
 
+class ExecRequest(WireModel):
+    """Run a command beside a running task (its working directory and environment, or its pod)."""
+
+    argv: list[str] = Field(min_length=1, max_length=1000)
+    timeout_s: float = Field(default=60.0, gt=0, le=3600)
+
+
+class ExecResponse(WireModel):
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
 class NudgeRequest(WireModel):
     worker_id: str
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,6 +31,8 @@ from iris.rpc.models import (
     EndpointInfo,
     EndpointList,
     EndpointRegistration,
+    ExecRequest,
+    ExecResponse,
     JobDetail,
     JobList,
     JobSpec,
@@ -327,6 +330,32 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         if controller.pod_backend is None:
             raise NotImplementedForBackend("this controller has no pod backend connected")
         return controller.pod_backend.read_logs(target, task_id, offset=offset, limit=limit)  # type: ignore[attr-defined]
+
+    @app.get("/api/v1/tasks/{task_path:path}:status")
+    def task_process_status(task_path: str, attempt: str | None = None) -> dict[str, Any]:
+        """The attempt's processes (WORKER: from its worker daemon) or its pod (KUBERNETES)."""
+        task_id = _job_id(task_path)
+        target, uid = controller.task_target(task_id, attempt)
+        if target.address is not None:
+            assert controller.worker_rpc is not None
+            return {"kind": "process", "target": target.address, **controller.worker_rpc.process_status(target.address, uid)}
+        return {"kind": "pod", **_pod_backend().process_status(target, task_id)}
+
+    @app.post("/api/v1/tasks/{task_path:path}:exec", response_model=ExecResponse)
+    def task_exec(task_path: str, request: ExecRequest, attempt: str | None = None) -> ExecResponse:
+        """Run a command beside a running task: in its worker's working directory, or in its pod."""
+        task_id = _job_id(task_path)
+        target, uid = controller.task_target(task_id, attempt)
+        if target.address is not None:
+            assert controller.worker_rpc is not None
+            return controller.worker_rpc.exec(target.address, uid, request)
+        result = _pod_backend().exec(target, task_id, request.argv, timeout_s=request.timeout_s)
+        return ExecResponse(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr)
+
+    def _pod_backend() -> Any:
+        if controller.pod_backend is None:
+            raise NotImplementedForBackend("this controller has no pod backend connected")
+        return controller.pod_backend
 
     @app.post("/api/v1/workers/register", response_model=RegisterResponse)
     def register(req: RegisterRequest) -> RegisterResponse:

@@ -24,10 +24,11 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env
 from iris.cluster.runtime.attempt_log import AttemptLogWriter, LineIndex, read_log_page
+from iris.cluster.runtime.inspect import describe_processes, run_beside
 from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.pid_records import (
     PidRecord,
@@ -49,7 +50,7 @@ from iris.cluster.runtime.proc_table import (
     tree_rss,
 )
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
-from iris.rpc.errors import NotFound
+from iris.rpc.errors import FailedPrecondition, NotFound
 from iris.rpc.models import LogLine, LogsResponse, RunSpec
 
 logger = logging.getLogger(__name__)
@@ -132,6 +133,7 @@ class _Attempt:
         self.outsiders: dict[int, int] = {}
         self.eof_deadline: float | None = None
         self.holders_killed = False
+        self.env: dict[str, str] = {}
 
     def snapshot(self) -> AttemptSnapshot:
         return AttemptSnapshot(
@@ -311,6 +313,35 @@ class SubprocessRuntime:
             attempt = self._attempts.get(attempt_uid)
             return attempt.snapshot() if attempt is not None else None
 
+    def process_status(self, attempt_uid: str) -> dict[str, Any]:
+        """State, exit and the live process tree of one attempt; raises NotFound."""
+        with self._lock:
+            attempt = self._attempts.get(attempt_uid)
+            if attempt is None:
+                raise NotFound(f"attempt {attempt_uid} is not on this worker")
+            snap = attempt.snapshot()
+            pid = attempt.popen.pid if attempt.popen is not None and not attempt.released else None
+        return {
+            "attempt_uid": attempt_uid,
+            "state": snap.state.value,
+            "exit_code": snap.exit_code,
+            "error": snap.error,
+            "started_at": snap.started_at,
+            "finished_at": snap.finished_at,
+            "processes": describe_processes(pid),
+        }
+
+    def exec(self, attempt_uid: str, argv: Sequence[str], timeout_s: float = 60.0) -> dict[str, Any]:
+        """Run a command in a running attempt's working directory with its environment."""
+        with self._lock:
+            attempt = self._attempts.get(attempt_uid)
+            if attempt is None:
+                raise NotFound(f"attempt {attempt_uid} is not on this worker")
+            if attempt.terminal or attempt.dir is None or not attempt.env:
+                raise FailedPrecondition(f"attempt {attempt_uid} is not running")
+            cwd, env = attempt.dir / "work", dict(attempt.env)
+        return run_beside(argv, cwd=cwd, env=env, timeout_s=timeout_s)
+
     def terminal_by_uid(self) -> dict[str, bool]:
         """Every attempt this runtime knows, mapped to whether it has ended (cheap: no snapshots)."""
         with self._lock:
@@ -424,6 +455,7 @@ class SubprocessRuntime:
             env.update(preparation.env)
             if preparation.path_prepend:
                 env["PATH"] = os.pathsep.join([*preparation.path_prepend, env.get("PATH", os.defpath)])
+        attempt.env = env
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,7 +18,15 @@ from iris.cluster.worker.metrics import CONTENT_TYPE, WorkerMetrics
 from iris.cluster.worker.reconcile import plan_reconcile
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError
-from iris.rpc.models import AttemptObservation, LogsResponse, ReconcileRequest, ReconcileResponse, RunSpec
+from iris.rpc.models import (
+    AttemptObservation,
+    ExecRequest,
+    ExecResponse,
+    LogsResponse,
+    ReconcileRequest,
+    ReconcileResponse,
+    RunSpec,
+)
 
 
 def observation_of(snapshot: AttemptSnapshot) -> AttemptObservation:
@@ -94,6 +102,12 @@ class WorkerService:
     def logs(self, attempt_uid: str, offset: int, limit: int) -> LogsResponse:
         return self._runtime.read_logs(attempt_uid, offset, limit)
 
+    def process_status(self, attempt_uid: str) -> dict[str, Any]:
+        return self._runtime.process_status(attempt_uid)
+
+    def exec(self, attempt_uid: str, request: ExecRequest) -> ExecResponse:
+        return ExecResponse(**self._runtime.exec(attempt_uid, request.argv, request.timeout_s))
+
 
 def _first_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
@@ -139,6 +153,14 @@ def create_app(service: WorkerService, metrics: WorkerMetrics | None = None) -> 
     ) -> Response:
         page = service.logs(attempt_uid, offset, limit)
         return Response(page.model_dump_json(), media_type="application/json")
+
+    @app.get("/attempts/{attempt_uid}/status")
+    def process_status(attempt_uid: str) -> dict[str, Any]:
+        return service.process_status(attempt_uid)
+
+    @app.post("/attempts/{attempt_uid}/exec", response_model=ExecResponse)
+    def exec_in_attempt(attempt_uid: str, request: ExecRequest) -> ExecResponse:
+        return service.exec(attempt_uid, request)
 
     @app.get("/healthz")
     def healthz() -> dict[str, object]:

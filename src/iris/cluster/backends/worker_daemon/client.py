@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
 from iris.rpc.errors import IrisError, Unavailable, error_from_body
-from iris.rpc.models import LogsResponse, ReconcileRequest, ReconcileResponse
+from iris.rpc.models import ExecRequest, ExecResponse, LogsResponse, ReconcileRequest, ReconcileResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,26 @@ class WorkerRpcClient:
         if resp.status_code != 200:
             raise _error(resp)
         return LogsResponse.model_validate_json(resp.content)
+
+    def process_status(self, address: str, attempt_uid: str) -> dict[str, Any]:
+        return self._call("GET", address, f"/attempts/{attempt_uid}/status").json()
+
+    def exec(self, address: str, attempt_uid: str, request: ExecRequest) -> ExecResponse:
+        resp = self._call(
+            "POST", address, f"/attempts/{attempt_uid}/exec", content=request.model_dump_json(),
+            timeout=request.timeout_s + 5,
+        )  # fmt: skip
+        return ExecResponse.model_validate_json(resp.content)
+
+    def _call(self, method: str, address: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = {"content-type": "application/json"} if "content" in kwargs else None
+        try:
+            resp = self._http.request(method, f"http://{address}{path}", headers=headers, **kwargs)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"the worker at {address} did not answer ({type(exc).__name__})") from None
+        if resp.status_code != 200:
+            raise _error(resp)
+        return resp
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
