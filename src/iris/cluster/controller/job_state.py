@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from iris.rpc.enums import ACTIVE_TASK_STATES, TERMINAL_JOB_STATES, JobState, TaskState
+from iris.rpc.enums import ACTIVE_TASK_STATES, EXECUTING_TASK_STATES, TERMINAL_JOB_STATES, JobState, TaskState
 
 _INFRA_LOSS = (TaskState.WORKER_FAILED, TaskState.PREEMPTED, TaskState.COSCHED_FAILED)
 
@@ -39,6 +39,7 @@ def rollup_job_state(
         if counts.get(TaskState.FAILED, 0):
             return JobState.FAILED
         return JobState.SUCCEEDED
-    if ever_started or any(counts.get(s, 0) for s in ACTIVE_TASK_STATES):
+    # ASSIGNED alone is not running yet: on Kubernetes it means "pod created, waiting for Kueue".
+    if ever_started or any(counts.get(s, 0) for s in EXECUTING_TASK_STATES):
         return JobState.RUNNING
     return JobState.PENDING
