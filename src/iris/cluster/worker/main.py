@@ -182,7 +182,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     finally:
         link.stop()
         runtime.shutdown()
-        logger.info("worker %s stopped", worker_id)
+        logger.info("worker %s stopped", worker_id, extra={"worker_id": worker_id})
         if config.ready_file is not None:
             config.ready_file.unlink(missing_ok=True)
     return 0
