@@ -116,7 +116,10 @@ def test_logs_tail_since_and_interleaving(cluster: LocalCluster, client: IrisCli
 def test_follow_with_tail_starts_from_the_last_lines(
     cluster: LocalCluster, client: IrisClient, workdir: Path
 ) -> None:
-    job = client.submit(Entrypoint.from_command("sh", "-c", "echo one; echo two; sleep 1.5; echo three"))
+    # The third line waits for a marker the test writes once the CLI has shown the tail: no race.
+    marker = workdir / "go"
+    script = f"echo one; echo two; while [ ! -e {marker} ]; do sleep 0.05; done; echo three"
+    job = client.submit(Entrypoint.from_command("sh", "-c", script))
     wait_until(lambda: "two" in job.logs(), what="the second line")
     proc = subprocess.Popen(
         [*IRIS, "job", "logs", "-f", "--tail", "1", job.job_id],
@@ -128,5 +131,8 @@ def test_follow_with_tail_starts_from_the_last_lines(
         env=iris_env(cluster),
     )
     assert proc.stdout is not None
-    assert LineReader(proc.stdout).rest() == ["two", "three"]
+    reader = LineReader(proc.stdout)
+    reader.wait_for("two")
+    marker.touch()
+    assert reader.rest() == ["two", "three"]
     assert proc.wait(timeout=30) == 0

@@ -11,7 +11,9 @@ detach from, so the job stops at once).
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -171,14 +173,20 @@ def _stream(job: Job, multi: bool, status: LiveStatus | None) -> None:
 def _interrupted(job: Job, console: Console, detach_ok: bool) -> int:
     """First Ctrl-C: stop the job after the grace. Second Ctrl-C within it: detach."""
     if detach_ok:
-        console.print(
-            f"\nCtrl-C: stopping job {job.job_id} in {STOP_GRACE_S:g}s; "
-            "press Ctrl-C again to detach and leave it running",
-            highlight=False,
-        )
+        # The second Ctrl-C is caught by a handler installed before the prompt is printed, so it
+        # counts however soon it comes (a KeyboardInterrupt could land before any try block).
+        second = threading.Event()
+        previous = signal.signal(signal.SIGINT, lambda *_: second.set())
         try:
-            time.sleep(STOP_GRACE_S)
-        except KeyboardInterrupt:
+            console.print(
+                f"\nCtrl-C: stopping job {job.job_id} in {STOP_GRACE_S:g}s; "
+                "press Ctrl-C again to detach and leave it running",
+                highlight=False,
+            )
+            second.wait(STOP_GRACE_S)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        if second.is_set():
             console.print(
                 f"detached: job {job.job_id} keeps running.\n"
                 f"  follow it: iris job logs -f {job.job_id}\n"
