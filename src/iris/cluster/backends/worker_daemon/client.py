@@ -1,15 +1,16 @@
-"""HTTP client for worker daemons: one pooled connection set, concurrent reconcile fan-out."""
+"""HTTP client for worker daemons: concurrent reconcile fan-out, log reads, exec and status."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
-import httpx
-
-from iris.rpc.errors import IrisError, Unavailable, error_from_body
+from iris.cluster.backends.worker_daemon.transport import KeepAliveTransport, TransportError
+from iris.rpc.errors import Unavailable, error_from_body
 from iris.rpc.models import ExecRequest, ExecResponse, LogsResponse, ReconcileRequest, ReconcileResponse
 
 
@@ -23,8 +24,7 @@ class ReconcileOutcome:
 
 class WorkerRpcClient:
     def __init__(self, *, timeout_s: float = 3.0, parallelism: int = 64) -> None:
-        limits = httpx.Limits(max_connections=parallelism * 2, max_keepalive_connections=parallelism * 2)
-        self._http = httpx.Client(timeout=timeout_s, limits=limits)
+        self._http = KeepAliveTransport(timeout_s=timeout_s)
         self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="reconcile")
 
     def reconcile_many(self, plans: Mapping[str, tuple[str, ReconcileRequest]]) -> list[ReconcileOutcome]:
@@ -41,19 +41,17 @@ class WorkerRpcClient:
 
     def _reconcile_one(self, worker_id: str, address: str, request: ReconcileRequest) -> ReconcileOutcome:
         try:
-            resp = self._http.post(
-                f"http://{address}/reconcile",
-                content=request.model_dump_json(exclude_none=True),
-                headers={"content-type": "application/json"},
+            resp = self._http.request(
+                "POST", address, "/reconcile", request.model_dump_json(exclude_none=True).encode()
             )
-        except httpx.HTTPError as exc:
-            return ReconcileOutcome(worker_id, None, f"unreachable: {type(exc).__name__}: {exc}")
-        if resp.status_code == 409:
+        except TransportError as exc:
+            return ReconcileOutcome(worker_id, None, f"unreachable: {exc}")
+        if resp.status == 409:
             return ReconcileOutcome(worker_id, None, "another worker answers at this address", impostor=True)
-        if resp.status_code != 200:
-            return ReconcileOutcome(worker_id, None, f"reconcile failed with HTTP {resp.status_code}")
+        if resp.status != 200:
+            return ReconcileOutcome(worker_id, None, f"reconcile failed with HTTP {resp.status}")
         try:
-            parsed = ReconcileResponse.model_validate_json(resp.content)
+            parsed = ReconcileResponse.model_validate_json(resp.body)
         except ValueError as exc:
             return ReconcileOutcome(worker_id, None, f"bad reconcile response: {exc}")
         if parsed.worker_id != worker_id:
@@ -65,44 +63,41 @@ class WorkerRpcClient:
     def read_logs(
         self, address: str, attempt_uid: str, *, offset: int = 0, limit: int = 1000
     ) -> LogsResponse:
-        try:
-            resp = self._http.get(
-                f"http://{address}/attempts/{attempt_uid}/logs", params={"offset": offset, "limit": limit}
-            )
-        except httpx.HTTPError as exc:
-            raise Unavailable(f"the worker at {address} did not answer ({type(exc).__name__})") from None
-        if resp.status_code != 200:
-            raise _error(resp)
-        return LogsResponse.model_validate_json(resp.content)
+        query = urlencode({"offset": offset, "limit": limit})
+        return LogsResponse.model_validate_json(
+            self._call("GET", address, f"/attempts/{attempt_uid}/logs?{query}")
+        )
 
     def process_status(self, address: str, attempt_uid: str) -> dict[str, Any]:
-        return self._call("GET", address, f"/attempts/{attempt_uid}/status").json()
+        return json.loads(self._call("GET", address, f"/attempts/{attempt_uid}/status"))
 
     def exec(self, address: str, attempt_uid: str, request: ExecRequest) -> ExecResponse:
-        resp = self._call(
-            "POST", address, f"/attempts/{attempt_uid}/exec", content=request.model_dump_json(),
-            timeout=request.timeout_s + 5,
-        )  # fmt: skip
-        return ExecResponse.model_validate_json(resp.content)
+        body = request.model_dump_json().encode()
+        reply = self._call(
+            "POST", address, f"/attempts/{attempt_uid}/exec", body, timeout_s=request.timeout_s + 5
+        )
+        return ExecResponse.model_validate_json(reply)
 
-    def _call(self, method: str, address: str, path: str, **kwargs: Any) -> httpx.Response:
-        headers = {"content-type": "application/json"} if "content" in kwargs else None
+    def _call(
+        self,
+        method: str,
+        address: str,
+        path: str,
+        body: bytes | None = None,
+        *,
+        timeout_s: float | None = None,
+    ) -> bytes:
         try:
-            resp = self._http.request(method, f"http://{address}{path}", headers=headers, **kwargs)
-        except httpx.HTTPError as exc:
-            raise Unavailable(f"the worker at {address} did not answer ({type(exc).__name__})") from None
-        if resp.status_code != 200:
-            raise _error(resp)
-        return resp
+            resp = self._http.request(method, address, path, body, timeout_s=timeout_s)
+        except TransportError as exc:
+            raise Unavailable(f"the worker at {address} did not answer ({exc})") from None
+        if resp.status != 200:
+            try:
+                parsed = json.loads(resp.body)
+            except ValueError:
+                parsed = None
+            raise error_from_body(resp.status, parsed)
+        return resp.body
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._http.close()
-
-
-def _error(resp: httpx.Response) -> IrisError:
-    try:
-        body = resp.json()
-    except ValueError:
-        body = None
-    return error_from_body(resp.status_code, body)
