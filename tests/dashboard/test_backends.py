@@ -3,8 +3,6 @@ Autoscaler; an autoscaler's status renders whatever fields it reports."""
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,75 +55,46 @@ def test_kubernetes_controller_shows_cluster_not_workers(page, page_errors, k8s_
     assert "does not apply" in page.locator(".notice.info").inner_text()
 
 
-AUTOSCALER_STATUS = {
-    "groups": [
-        {
-            "name": "cpu-small",
-            "slices": {"READY": 2, "BOOTING": 1},
-            "demand": 3,
-            "target": 3,
-            "min_slices": 0,
-            "max_slices": 4,
-            "last_action": {"action": "scale_up", "ts": 0},
-            "status": "HEALTHY",
-            "backoff_until": None,
-            "zone": "local-a",
-        },
-        {
-            "name": "gpu-a100",
-            "slices": {"FAILED": 1},
-            "demand": 2,
-            "target": 0,
-            "min_slices": 0,
-            "max_slices": 2,
-            "last_action": None,
-            "status": "BACKOFF",
-            "backoff_until": 0,
-        },
-    ],
-    "actions": [
-        {
-            "ts": 0,
-            "group": "cpu-small",
-            "action": "scale_up",
-            "slice_id": "cpu-small-3",
-            "reason": "3 tasks need 1 cpu",
-        },
-        {
-            "ts": 0,
-            "group": "gpu-a100",
-            "action": "boot_failed",
-            "slice_id": "gpu-a100-1",
-            "reason": "quota exceeded",
-        },
-    ],
-}
+AUTOSCALED_CONFIG = """
+controller: {{port: 0, state_dir: {state}}}
+backend: {{kind: worker-daemon, backend_id: local, display_name: Autoscaled}}
+platform: {{kind: local}}
+scale_groups:
+  broken: {{resources: {{cpu: 1, memory: 1GB}}, max_slices: 2, priority: 1, local: {{fail_boot: true}}}}
+  small: {{resources: {{cpu: 1, memory: 1GB}}, max_slices: 2, priority: 2}}
+defaults:
+  autoscaler:
+    evaluation_interval_s: 0.5
+    scale_down_delay_s: 600
+    boot_timeout_s: 30
+    backoff: {{failure_threshold: 2, window_s: 60, initial_s: 60, max_s: 120}}
+  worker: {{reconcile_interval_s: 0.5, unreachable_grace_s: 10}}
+"""
 
 
-def test_autoscaler_page_renders_the_status_shape(page, seeded) -> None:  # type: ignore[no-untyped-def]
-    """No local controller wires an autoscaler status yet, so the two answers the page needs come
-    from the announced shape; everything else is the real cluster."""
-    now = time.time()
-    status = json.loads(json.dumps(AUTOSCALER_STATUS))
-    status["groups"][0]["last_action"]["ts"] = now - 30
-    status["groups"][1]["backoff_until"] = now + 90
-    for a in status["actions"]:
-        a["ts"] = now - 20
+@pytest.fixture(scope="module")
+def autoscaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A real autoscaled cluster: the preferred group fails every boot, the next one takes the work."""
+    root: Path = tmp_path_factory.mktemp("autoscaled-dash")
+    config = root / "cluster.yaml"
+    config.write_text(AUTOSCALED_CONFIG.format(state=root / "state"))
+    with LocalCluster(workers=0, state_dir=root, controller_args=["--config", str(config)]) as lc:
+        client = IrisClient(lc.url)
+        job = client.submit(Entrypoint.from_command("sleep", "120"), name="scaled", resources=SMALL)
+        wait_until(lambda: job.status() is JobState.RUNNING, timeout=90, what="job running on an autoscaled worker")
+        yield lc
+        client.close()
 
-    def dashboard(route) -> None:  # type: ignore[no-untyped-def]
-        real = route.fetch().json()
-        real["capabilities"] = [*real["capabilities"], "autoscaler"]
-        route.fulfill(json=real)
 
-    page.route("**/api/v1/dashboard", dashboard)
-    page.route("**/api/v1/autoscaler", lambda route: route.fulfill(json=status))
-    open_page(page, seeded.url, "/autoscaler", ".page-autoscaler[data-loaded]")
-    assert "Autoscaler" in page.locator("#tabs .tab").all_inner_texts()
-    small = page.locator('tr[data-group="cpu-small"]').inner_text()
-    assert "ready 2" in small and "booting 1" in small and "demand 3 · target 3" in small
-    assert "local-a" in small, "unknown fields are still shown"
-    gpu = page.locator('tr[data-group="gpu-a100"]').inner_text()
-    assert "backoff" in gpu and "in 1m" in gpu
+def test_autoscaler_page_shows_real_groups_and_actions(page, page_errors, autoscaled) -> None:  # type: ignore[no-untyped-def]
+    open_page(page, autoscaled.url, "/autoscaler", ".page-autoscaler[data-loaded]")
+    tabs = page.locator("#tabs .tab").all_inner_texts()
+    assert "Autoscaler" in tabs and "Workers" in tabs and "Cluster" not in tabs
+    small = page.locator('tr[data-group="small"]').inner_text()
+    assert "ready 1" in small
+    broken = page.locator('tr[data-group="broken"]').inner_text()
+    assert "backoff" in broken
     actions = page.locator(".page-autoscaler").inner_text()
-    assert "quota exceeded" in actions and "boot failed" in actions
+    assert "scale up" in actions and "boot" in actions
+    assert page_errors.unexpected() == []
     screenshot(page, "autoscaler")

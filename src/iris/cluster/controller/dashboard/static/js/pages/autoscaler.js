@@ -4,11 +4,38 @@
 import { api } from "../api.js";
 import { badge, fill, h, meter, notice, table } from "../dom.js";
 import { humanKey, renderValue, scalar } from "../components/generic.js";
-import { fmtAgo, fmtTime, stateClass } from "../format.js";
+import { fmtAgo, fmtBytes, fmtTime, stateClass } from "../format.js";
 import { Poller } from "../poll.js";
 
-const KNOWN_GROUP_KEYS = new Set(["name", "slices", "demand", "target", "min_slices", "max_slices", "last_action", "status", "backoff_until"]);
+// The controller's status view: name, priority, min/max/buffer_slices, num_vms, resources,
+// attributes, slices (one record each), slices_by_state, target, demand_tasks, demand_slices,
+// status, in_backoff, backoff_until, backoff_reason, last_action.
+const KNOWN_GROUP_KEYS = new Set([
+  "name", "slices", "slices_by_state", "demand", "demand_tasks", "demand_slices", "target", "min_slices", "max_slices",
+  "buffer_slices", "priority", "num_vms", "resources", "attributes", "last_action", "status", "in_backoff",
+  "backoff_until", "backoff_reason",
+]);
 const KNOWN_ACTION_KEYS = ["ts", "group", "action", "slice_id", "reason"];
+
+function sliceCounts(g) {
+  if (g.slices_by_state && typeof g.slices_by_state === "object") return g.slices_by_state;
+  if (Array.isArray(g.slices)) {
+    const counts = {};
+    for (const sl of g.slices) counts[sl.state ?? "UNKNOWN"] = (counts[sl.state ?? "UNKNOWN"] || 0) + 1;
+    return counts;
+  }
+  return g.slices;
+}
+
+function shapeCell(g) {
+  const r = g.resources;
+  if (!r || typeof r !== "object") return h("span", { class: "dim" }, "—");
+  const cpu = r.cpu_millicores != null ? `${r.cpu_millicores / 1000} cpu` : "";
+  const mem = r.memory_bytes != null ? fmtBytes(r.memory_bytes) : "";
+  const dev = r.device ? ` · ${r.device.count}× ${r.device.type}${r.device.variant ? " " + r.device.variant : ""}` : "";
+  const vms = g.num_vms > 1 ? `${g.num_vms} × ` : "";
+  return h("span", { class: "nowrap" }, `${vms}${[cpu, mem].filter(Boolean).join(", ")}${dev}`);
+}
 
 function slicesCell(slices) {
   if (!slices || typeof slices !== "object") return renderValue(slices);
@@ -22,9 +49,11 @@ function slicesCell(slices) {
 }
 
 function demandCell(g) {
-  if (g.demand == null && g.target == null) return h("span", { class: "dim" }, "—");
-  const max = Math.max(Number(g.max_slices) || 0, Number(g.target) || 0, Number(g.demand) || 0, 1);
-  const label = `demand ${g.demand ?? "—"} · target ${g.target ?? "—"}`;
+  const demand = g.demand_slices ?? g.demand;
+  if (demand == null && g.target == null) return h("span", { class: "dim" }, "—");
+  const max = Math.max(Number(g.max_slices) || 0, Number(g.target) || 0, Number(demand) || 0, 1);
+  const tasks = g.demand_tasks != null ? ` (${g.demand_tasks} task${g.demand_tasks === 1 ? "" : "s"})` : "";
+  const label = `demand ${demand ?? "—"}${tasks} · target ${g.target ?? "—"}`;
   return meter((Number(g.target) || 0) / max, label, `${label} (max ${g.max_slices ?? "—"})`, { neutral: true });
 }
 
@@ -70,13 +99,17 @@ export function mount(root) {
               [
                 { label: "Group", render: (g) => h("span", { class: "strong" }, String(g.name ?? "—")) },
                 { label: "Status", render: (g) => (g.status ? badge(g.status) : h("span", { class: "dim" }, "—")) },
-                { label: "Slices", render: (g) => slicesCell(g.slices) },
+                { label: "Per slice", render: shapeCell },
+                { label: "Slices", render: (g) => slicesCell(sliceCounts(g)) },
                 { label: "Demand / target", cls: "col-util", render: demandCell },
                 { label: "Min–max", render: (g) => `${g.min_slices ?? "—"}–${g.max_slices ?? "—"}` },
                 { label: "Last action", render: (g) => lastActionCell(g.last_action, now) },
                 {
                   label: "Backoff until",
-                  render: (g) => (g.backoff_until && g.backoff_until > now ? h("span", { title: fmtTime(g.backoff_until) }, `in ${fmtAgo(now, g.backoff_until).replace(" ago", "")}`) : h("span", { class: "dim" }, "—")),
+                  render: (g) =>
+                    g.backoff_until && g.backoff_until > now
+                      ? h("span", { title: `${g.backoff_reason || ""} (until ${fmtTime(g.backoff_until)})` }, `backoff, ends in ${fmtAgo(now, g.backoff_until).replace(" ago", "")}`)
+                      : h("span", { class: "dim" }, "—"),
                 },
                 ...extraKeys.map((k) => ({ label: humanKey(k), render: (g) => renderValue(g[k], k, 1) })),
               ],
@@ -92,7 +125,7 @@ export function mount(root) {
     for (const a of actions) for (const k of Object.keys(a)) if (!KNOWN_ACTION_KEYS.includes(k) && !extraKeys.includes(k)) extraKeys.push(k);
     fill(
       actionsCard,
-      h("h2", {}, "Recent actions"),
+      h("h2", {}, "Recent actions ", h("span", { class: "dim" }, "newest first")),
       actions.length === 0
         ? h("div", { class: "empty" }, "No scaling action yet.")
         : h(
@@ -100,10 +133,10 @@ export function mount(root) {
             { class: "table-wrap" },
             table(
               [
-                { label: "When", render: (a) => (typeof a.ts === "number" ? h("span", { title: fmtTime(a.ts) }, fmtAgo(a.ts, now)) : scalar(a.ts)) },
+                { label: "When", render: (a) => (typeof a.ts === "number" ? h("span", { class: "nowrap", title: fmtTime(a.ts) }, fmtAgo(a.ts, now)) : scalar(a.ts)) },
                 { label: "Group", render: (a) => scalar(a.group) },
                 { label: "Action", render: (a) => h("span", { class: "event-kind" }, String(a.action ?? "—").replace(/_/g, " ")) },
-                { label: "Slice", render: (a) => h("span", { class: "mono" }, scalar(a.slice_id)) },
+                { label: "Slice", render: (a) => h("span", { class: "mono nowrap" }, scalar(a.slice_id)) },
                 { label: "Reason", cls: "col-info", render: (a) => scalar(a.reason) },
                 ...extraKeys.map((k) => ({ label: humanKey(k), render: (a) => renderValue(a[k], k, 1) })),
               ],
@@ -124,7 +157,7 @@ export function mount(root) {
     fill(message);
     const now = Date.now() / 1000;
     const groups = Array.isArray(data.groups) ? data.groups : [];
-    const actions = Array.isArray(data.actions) ? data.actions : [];
+    const actions = Array.isArray(data.actions) ? [...data.actions].reverse() : []; // newest first
     renderGroups(groups, now);
     renderActions(actions, now);
     const rest = Object.fromEntries(Object.entries(data).filter(([k]) => k !== "groups" && k !== "actions"));
