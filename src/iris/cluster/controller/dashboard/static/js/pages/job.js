@@ -184,9 +184,9 @@ export function mount(root, route) {
           return det;
         },
       },
-      { label: "Worker", render: (t) => (t.worker_id ? h("span", { class: "mono" }, t.worker_id) : "—") },
+      { label: "Worker", render: (t) => (t.worker_id ? h("span", { class: "mono nowrap" }, t.worker_id) : "—") },
       { label: "Exit", cls: "num", render: (t) => (t.exit_code != null ? String(t.exit_code) : "—") },
-      { label: "Started", render: (t) => (t.started_at ? h("span", { title: fmtTime(t.started_at) }, fmtAgo(t.started_at, now)) : "—") },
+      { label: "Started", render: (t) => (t.started_at ? h("span", { class: "nowrap", title: fmtTime(t.started_at) }, fmtAgo(t.started_at, now)) : "—") },
       { label: "Duration", render: (t) => span(t.started_at, t.finished_at, now) },
       {
         label: "Error / waiting because",
