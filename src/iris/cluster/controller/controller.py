@@ -576,7 +576,10 @@ class Controller:
             raise FailedPrecondition(
                 "dry runs need the Iris scheduler; on kubernetes, Kueue decides placement"
             )
-        name = JobName.root(user or spec.user or "anonymous", spec.name)
+        try:
+            name = JobName.root(user or spec.user or "anonymous", spec.name)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
         with self.db.read() as cur:
             workers = store.list_workers(cur)
             usage = store.worker_usage(cur)

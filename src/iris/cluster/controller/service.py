@@ -15,6 +15,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from iris import __version__
 from iris.cluster.controller import store, views
@@ -83,6 +84,17 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         return JSONResponse(
             status_code=400,
             content={"error": {"code": "invalid_argument", "message": _validation_message(exc)}},
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        """Routing and body-parsing errors (404, 405, undecodable bodies) in our error shape."""
+        codes = {400: "invalid_argument", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
+        message = {404: "no such API path", 405: "this API path does not take that method"}.get(exc.status_code, str(exc.detail))
+        return JSONResponse(
+            status_code=exc.status_code,
+            content={"error": {"code": codes.get(exc.status_code, "http_error"), "message": message}},
+            headers=getattr(exc, "headers", None),
         )
 
     @app.exception_handler(Exception)
