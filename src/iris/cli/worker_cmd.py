@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import click
@@ -47,12 +46,17 @@ def worker() -> None:
     show_default=True,
     help="Seconds without a reconcile before registering again.",
 )
-def start(**flags: Any) -> None:
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    help="Log lines as text or JSON (default: $IRIS_LOG_FORMAT or text).",
+)
+@click.option("--log-file", help="Write logs to this file, rotated (default: stderr).")
+def start(log_format: str | None, log_file: str | None, **flags: Any) -> None:
     """Run a worker daemon until SIGTERM or Ctrl-C (then every attempt is killed)."""
     try:
         config = build_worker_config(**flags)
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        code = run_worker(config)
+        code = run_worker(config, log_format=log_format, log_file=log_file)
     except WorkerConfigError as exc:
         click.echo(f"iris worker start: {exc}", err=True)
         raise SystemExit(2) from None

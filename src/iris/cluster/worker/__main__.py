@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from typing import NoReturn
 
@@ -34,6 +33,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reregister-after", default="5", help="seconds without a reconcile before registering again"
     )
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        help="log lines as text or JSON (default: $IRIS_LOG_FORMAT or text)",
+    )
+    parser.add_argument("--log-file", help="write logs to this file, rotated (default: stderr)")
     args = parser.parse_args(argv)
     try:
         config = build_worker_config(
@@ -52,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             ready_file=args.ready_file,
             reregister_after=args.reregister_after,
         )
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        return run_worker(config)
+        return run_worker(config, log_format=args.log_format, log_file=args.log_file)
     except WorkerConfigError as exc:
         print(f"iris worker: {exc}", file=sys.stderr)
         return 2
