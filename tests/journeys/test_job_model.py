@@ -116,7 +116,9 @@ def test_gang_member_that_already_succeeded_stays_done(j: Journey) -> None:
 
 
 def test_exec_and_process_status_reach_the_running_task(j: Journey) -> None:
-    job = j.client.submit(Entrypoint.from_command("sh", "-c", "echo ready; sleep 60"), name="inspect", resources=SMALL)
+    job = j.client.submit(
+        Entrypoint.from_command("sh", "-c", "echo ready; sleep 60"), name="inspect", resources=SMALL
+    )
     j.step(lambda: "ready" in job.logs(), what="task running")
     result = job.exec(["sh", "-c", "echo $IRIS_JOB_ID"])
     assert result.exit_code == 0
@@ -129,6 +131,22 @@ def test_exec_and_process_status_reach_the_running_task(j: Journey) -> None:
         assert status["kind"] == "pod"
         assert status["phase"] == "Running"
     job.kill()
+
+
+def test_execution_timeout_fails_without_retry_and_stops_the_process(j: Journey) -> None:
+    job = j.client.submit(
+        Entrypoint.from_command("sh", "-c", "echo started; sleep 60"),
+        name="slowpoke",
+        resources=SMALL,
+        timeout=1,
+        max_retries_failure=3,
+    )
+    detail = j.step(lambda: finished(j, job), timeout=60, what="job timed out")
+    assert detail.state is JobState.FAILED
+    task = detail.tasks[0]
+    assert len(task.attempts) == 1  # a timeout is never retried, whatever the failure budget
+    assert "timed out" in (task.error or "")
+    j.step(lambda: all(a.finished_at for t in job.tasks() for a in t.attempts), what="process confirmed gone")
 
 
 def spawn_child_then_wait() -> None:
