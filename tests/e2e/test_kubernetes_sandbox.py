@@ -175,3 +175,23 @@ def test_cluster_status_and_no_worker_store(k8s: K8sCluster) -> None:
     assert "no worker store" in workers.stderr
     overview = k8s.client.http.request("GET", "/api/v1/cluster/overview")
     assert overview
+
+
+def test_workspace_bundle_is_fetched_by_the_init_container(k8s: K8sCluster, tmp_path: Path) -> None:
+    (tmp_path / "helper.py").write_text('GREETING = "hello from the bundle"\n')
+    (tmp_path / "main.py").write_text(
+        "import os\nimport helper\nprint(helper.GREETING)\nprint(os.getcwd())\n"
+    )
+    job = k8s.client.submit(
+        Entrypoint.from_command("python", "main.py"),
+        name="bundled",
+        resources=ResourceSpec(cpu=0.5, memory="128MB"),
+        workspace=tmp_path,
+    )
+    detail = job.wait(timeout=60)
+    assert detail.state is JobState.SUCCEEDED, detail.error
+    lines = job.logs()
+    assert lines[0] == "hello from the bundle"
+    assert not lines[1].startswith(str(tmp_path))  # it ran from the pod's own workspace volume
+    (pod,) = [p for p in k8s.kubectl_pods() if detail.tasks[0].current_attempt_uid in p["metadata"]["name"]]
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["fetch-bundle"]

@@ -9,7 +9,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,8 @@ class ContainerPlan:
     active_deadline_seconds: int | None = None
     failure: tuple[str, str] | None = None
     image_pull_backoff_after: float = 1.0  # ErrImagePull turns into ImagePullBackOff after this long
+    name: str = ""
+    init: list[ContainerPlan] = field(default_factory=list)  # init containers, run to completion first
 
 
 class ContainerRunner:
@@ -137,7 +139,7 @@ class ContainerRunner:
                 self._report(lambda status, pod: pod_status.waiting(status, pod, "ImagePullBackOff", backoff))
             self._stop.wait()
             return
-        if self._stop.is_set():
+        if self._stop.is_set() or not self._run_init_containers():
             return
         started_at = utc_timestamp()
         try:
@@ -209,6 +211,32 @@ class ContainerRunner:
                 pod_message=pod_message,
             )
         )
+
+    def _run_init_containers(self) -> bool:
+        """Each init container in order, to completion; a failure fails the pod (Init:Error)."""
+        for init in self.plan.init:
+            self._report(lambda status, pod: pod_status.waiting(status, pod, "PodInitializing", ""))
+            try:
+                done = subprocess.run(
+                    init.argv, cwd=init.cwd, env=init.env, stdin=subprocess.DEVNULL, capture_output=True,
+                    timeout=300, start_new_session=True,
+                )  # fmt: skip
+                code, output = done.returncode, (done.stdout + done.stderr).decode("utf-8", "replace")
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                code, output = 128, str(exc)
+            if self._stop.is_set():
+                return False
+            if code != 0:
+                message = f"init container {init.name} exited with code {code}: {output.strip()[-500:]}"
+                self._log.write_line(message)
+                now = utc_timestamp()
+                self._report(
+                    lambda status, pod, code=code, message=message, now=now: pod_status.terminated(
+                        status, pod, exit_code=code, reason="Init:Error", message=message, started_at=now, finished_at=now
+                    )
+                )  # fmt: skip
+                return False
+        return True
 
     def _pump_output(self, process: subprocess.Popen[bytes]) -> None:
         assert process.stdout is not None
