@@ -27,12 +27,22 @@ DESCRIPTOR = BackendDescriptor(backend_id="bench", kind=BackendKind.WORKER)
 def register(controller: Controller, fleet: SimulatedFleet) -> None:  # type: ignore[valid-type]
     for i in range(fleet.count):
         controller.register_worker(
-            RegisterRequest(worker_id=fleet.worker_id(i), address=fleet.address(i), capacity=ResourceSpec(cpu=32, memory="128GB"))
+            RegisterRequest(
+                worker_id=fleet.worker_id(i),
+                address=fleet.address(i),
+                capacity=ResourceSpec(cpu=32, memory="128GB"),
+            )
         )
 
 
 def spec(name: str, replicas: int) -> JobSpec:
-    return JobSpec(name=name, entrypoint=Entrypoint.from_command("true"), replicas=replicas, resources=ResourceSpec(cpu=1, memory="64MB"), user="bench")
+    return JobSpec(
+        name=name,
+        entrypoint=Entrypoint.from_command("true"),
+        replicas=replicas,
+        resources=ResourceSpec(cpu=1, memory="64MB"),
+        user="bench",
+    )
 
 
 def wait_all_done(controller: Controller, total: int, timeout: float = 600) -> None:
@@ -60,7 +70,9 @@ def throughput(workers: int, tasks: int) -> None:
         elapsed = time.perf_counter() - t0
         controller.stop()
     fleet.stop()
-    print(f"controller throughput: {tasks} tasks PENDING->SUCCEEDED on {workers} simulated workers in {elapsed:.2f}s = {tasks / elapsed:.0f} tasks/s")
+    print(
+        f"controller throughput: {tasks} tasks PENDING->SUCCEEDED on {workers} simulated workers in {elapsed:.2f}s = {tasks / elapsed:.0f} tasks/s"
+    )
 
 
 def reconcile_round(workers: int) -> None:
@@ -76,7 +88,9 @@ def reconcile_round(workers: int) -> None:
         times.append((time.perf_counter() - t0) * 1000)
     controller.stop()
     fleet.stop()
-    print(f"full reconcile round over {workers} workers: median {statistics.median(times):.0f} ms, max {max(times):.0f} ms")
+    print(
+        f"full reconcile round over {workers} workers: median {statistics.median(times):.0f} ms, max {max(times):.0f} ms"
+    )
 
 
 def restart(stored: int) -> None:
@@ -105,11 +119,15 @@ def restart(stored: int) -> None:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         restarted.stop()
         fleet.stop()
-    print(f"restart with {stored} stored tasks: first new dispatch after {first * 1000:.0f} ms; peak RSS {rss / 1024:.0f} MB (before restart {rss_before / 1024:.0f} MB)")
+    print(
+        f"restart with {stored} stored tasks: first new dispatch after {first * 1000:.0f} ms; peak RSS {rss / 1024:.0f} MB (before restart {rss_before / 1024:.0f} MB)"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--workers", type=int, default=100)
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--round-workers", type=int, default=1000)

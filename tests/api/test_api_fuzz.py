@@ -33,7 +33,9 @@ job_specs = st.dictionaries(spec_keys, json_values, max_size=8) | st.fixed_dicti
               "replicas": st.integers(-5, 200_000), "priority": st.text(max_size=12)},
 )  # fmt: skip
 path_segments = st.lists(
-    st.text(alphabet=st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="?#/"), max_size=12),
+    st.text(
+        alphabet=st.characters(min_codepoint=33, max_codepoint=126, exclude_characters="?#/"), max_size=12
+    ),
     min_size=1,
     max_size=4,
 )

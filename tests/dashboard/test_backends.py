@@ -81,7 +81,9 @@ def autoscaled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluste
     with LocalCluster(workers=0, state_dir=root, controller_args=["--config", str(config)]) as lc:
         client = IrisClient(lc.url)
         job = client.submit(Entrypoint.from_command("sleep", "120"), name="scaled", resources=SMALL)
-        wait_until(lambda: job.status() is JobState.RUNNING, timeout=90, what="job running on an autoscaled worker")
+        wait_until(
+            lambda: job.status() is JobState.RUNNING, timeout=90, what="job running on an autoscaled worker"
+        )
         yield lc
         client.close()
 

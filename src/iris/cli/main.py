@@ -722,7 +722,9 @@ def job_logs(
 @job.command("exec", context_settings={"ignore_unknown_options": True})
 @click.argument("job_id")
 @click.option("--task", "task_index", default=0, show_default=True, type=int, help="Task index.")
-@click.option("--timeout", default=60.0, show_default=True, type=float, help="Seconds before the command is stopped.")
+@click.option(
+    "--timeout", default=60.0, show_default=True, type=float, help="Seconds before the command is stopped."
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_obj
 def job_exec(obj: Ctx, job_id: str, task_index: int, timeout: float, command: Sequence[str]) -> None:
@@ -750,7 +752,14 @@ def job_ps(obj: Ctx, job_id: str, task_index: int, as_json: bool) -> None:
         console.print(f"attempt {status['attempt_uid']} on {status['target']}: {styled(status['state'])}")
         t = table("PID", "PPID", "STATUS", "RSS", "CPU s", "COMMAND")
         for p in status.get("processes", []):
-            t.add_row(str(p["pid"]), str(p["ppid"]), p["status"], format_bytes(p["rss_bytes"]), f"{p['cpu_seconds']:.2f}", p["command"])
+            t.add_row(
+                str(p["pid"]),
+                str(p["ppid"]),
+                p["status"],
+                format_bytes(p["rss_bytes"]),
+                f"{p['cpu_seconds']:.2f}",
+                p["command"],
+            )
         console.print(t)
     else:
         print_json(status)

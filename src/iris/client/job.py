@@ -173,7 +173,9 @@ class Job:
     def exec(self, argv: Sequence[str], *, task_index: int = 0, timeout: float = 60.0) -> ExecResponse:
         """Run a command beside a running task (its working directory and environment, or its pod)."""
         body = ExecRequest(argv=list(argv), timeout_s=timeout)
-        return self.client.http.post(f"/api/v1/tasks/{task_path(self.job_id)}/{task_index}:exec", ExecResponse, body)
+        return self.client.http.post(
+            f"/api/v1/tasks/{task_path(self.job_id)}/{task_index}:exec", ExecResponse, body
+        )
 
     def process_status(self, task_index: int = 0) -> dict[str, Any]:
         """The task's processes (worker backend) or its pod's status (kubernetes backend)."""

@@ -54,7 +54,9 @@ class SimulatedFleet:
 
     async def _serve_all(self) -> None:
         for index in range(self.count):
-            server = await asyncio.start_server(self._handler(self.worker_id(index)), self.host, 0, backlog=64)
+            server = await asyncio.start_server(
+                self._handler(self.worker_id(index)), self.host, 0, backlog=64
+            )
             self._servers.append(server)
             self.ports.append(server.sockets[0].getsockname()[1])
 
@@ -68,7 +70,11 @@ class SimulatedFleet:
                         if line.lower().startswith(b"content-length:"):
                             length = int(line.split(b":", 1)[1])
                     body = await reader.readexactly(length) if length else b""
-                    payload = self._reconcile(worker_id, body) if head.startswith(b"POST /reconcile") else b'{"ok": true}'
+                    payload = (
+                        self._reconcile(worker_id, body)
+                        if head.startswith(b"POST /reconcile")
+                        else b'{"ok": true}'
+                    )
                     writer.write(
                         b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
                         + str(len(payload)).encode()
@@ -89,10 +95,21 @@ class SimulatedFleet:
         observations = []
         for desired in request["attempts"]:
             if desired["intent"] == "run":
-                observations.append({"attempt_uid": desired["attempt_uid"], "state": "SUCCEEDED", "exit_code": 0, "runtime_released": True})
+                observations.append(
+                    {
+                        "attempt_uid": desired["attempt_uid"],
+                        "state": "SUCCEEDED",
+                        "exit_code": 0,
+                        "runtime_released": True,
+                    }
+                )
             else:
-                observations.append({"attempt_uid": desired["attempt_uid"], "state": "KILLED", "runtime_released": True})
-        return json.dumps({"worker_id": worker_id, "observations": observations, "health": {"healthy": True}}).encode()
+                observations.append(
+                    {"attempt_uid": desired["attempt_uid"], "state": "KILLED", "runtime_released": True}
+                )
+        return json.dumps(
+            {"worker_id": worker_id, "observations": observations, "health": {"healthy": True}}
+        ).encode()
 
     def stop(self) -> None:
         if self._loop is None:

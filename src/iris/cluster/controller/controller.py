@@ -792,7 +792,9 @@ class Controller:
         with self.db.transaction() as cur:
             ids = [p["task_id"] for p in pending]
             numbers = store.next_attempt_numbers(cur, ids)
-            gangs = self._gang_generations(cur, [(p["task_id"], p["job_id"]) for p in pending if p["group_by"]])
+            gangs = self._gang_generations(
+                cur, [(p["task_id"], p["job_id"]) for p in pending if p["group_by"]]
+            )
             for task_id in ids:
                 store.insert_attempt(
                     cur,
@@ -1109,17 +1111,31 @@ class Controller:
         if expired:
             with self.db.transaction() as cur:
                 snaps = store.task_snapshots(cur, [r["task_id"] for r in expired])
-                attempts = store.attempt_snapshots(cur, [s.current_attempt_uid for s in snaps.values() if s.current_attempt_uid])
+                attempts = store.attempt_snapshots(
+                    cur, [s.current_attempt_uid for s in snaps.values() if s.current_attempt_uid]
+                )
                 for r in expired:
                     snap = snaps[r["task_id"]]
                     attempt = attempts.get(snap.current_attempt_uid or "")
                     if snap.state is TaskState.ASSIGNED and attempt is not None and not attempt.released:
                         # Placed but never started (a pod Kueue never admitted): take it back.
-                        store.write_attempt(cur, stop_attempt(snap, attempt, StopReason.JOB_TERMINATED, now).attempt)
+                        store.write_attempt(
+                            cur, stop_attempt(snap, attempt, StopReason.JOB_TERMINATED, now).attempt
+                        )
                         self._mark_dirty(cur, attempt.attempt_uid)
                     reason = r["pending_reason"] or "it never fit"
                     error = f"scheduling timeout: {reason}"
-                    store.write_task(cur, TaskSnapshot(**{**_asdict(snap), "state": TaskState.UNSCHEDULABLE, "finished_at": now, "error": error}))
+                    store.write_task(
+                        cur,
+                        TaskSnapshot(
+                            **{
+                                **_asdict(snap),
+                                "state": TaskState.UNSCHEDULABLE,
+                                "finished_at": now,
+                                "error": error,
+                            }
+                        ),
+                    )
                 self._rollup(cur, {r["job_id"] for r in expired}, now)
             changed = True
         return changed

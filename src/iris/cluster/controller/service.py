@@ -90,7 +90,9 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     async def _http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         """Routing and body-parsing errors (404, 405, undecodable bodies) in our error shape."""
         codes = {400: "invalid_argument", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
-        message = {404: "no such API path", 405: "this API path does not take that method"}.get(exc.status_code, str(exc.detail))
+        message = {404: "no such API path", 405: "this API path does not take that method"}.get(
+            exc.status_code, str(exc.detail)
+        )
         return JSONResponse(
             status_code=exc.status_code,
             content={"error": {"code": codes.get(exc.status_code, "http_error"), "message": message}},
@@ -350,7 +352,11 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         target, uid = controller.task_target(task_id, attempt)
         if target.address is not None:
             assert controller.worker_rpc is not None
-            return {"kind": "process", "target": target.address, **controller.worker_rpc.process_status(target.address, uid)}
+            return {
+                "kind": "process",
+                "target": target.address,
+                **controller.worker_rpc.process_status(target.address, uid),
+            }
         return {"kind": "pod", **_pod_backend().process_status(target, task_id)}
 
     @app.post("/api/v1/tasks/{task_path:path}:exec", response_model=ExecResponse)
