@@ -15,9 +15,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from iris.client import IrisClient, LocalCluster
+from iris.client import CoschedulingConfig, Entrypoint, IrisClient, LocalCluster, ResourceSpec, TaskState
 from iris.rpc.enums import ACTIVE_TASK_STATES, TERMINAL_JOB_STATES, TERMINAL_TASK_STATES
 from iris.rpc.errors import NotImplementedForBackend
+from iris.rpc.models import JobDetail
 
 T = TypeVar("T")
 
@@ -76,6 +77,39 @@ class Journey:
                 return last
             time.sleep(0.1)
         raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+
+
+# Task 0 of a 2-task gang fails on its first attempt while task 1 still runs: the gang must bounce as one.
+BOUNCING_GANG_SCRIPT = (
+    'if [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then if [ "$IRIS_TASK_INDEX" = 0 ]; then sleep 0.3; exit 1; fi; sleep 30; fi;'
+    " sleep 0.3"
+)
+
+
+def run_bouncing_gang(j: Journey, name: str, resources: ResourceSpec) -> JobDetail:
+    """Submit the bouncing gang and wait for it, checking on every poll that it is never split."""
+    job = j.client.submit(
+        Entrypoint.from_command("sh", "-c", BOUNCING_GANG_SCRIPT),
+        name=name,
+        replicas=2,
+        resources=resources,
+        coscheduling=CoschedulingConfig(group_by="pool"),
+        max_retries_failure=1,
+    )
+
+    def never_split() -> JobDetail | None:
+        detail = job.detail()
+        states = {t.state for t in detail.tasks}
+        assert not (TaskState.PENDING in states and states & {TaskState.RUNNING, TaskState.BUILDING}), (
+            f"gang split: {states}"
+        )
+        return detail if detail.state in TERMINAL_JOB_STATES else None
+
+    detail = j.step(never_split, what="gang done")
+    assert [len(t.attempts) for t in detail.tasks] == [2, 2]
+    assert detail.tasks[0].attempts[0].state is TaskState.FAILED
+    assert detail.tasks[1].attempts[0].state is TaskState.COSCHED_FAILED
+    return detail
 
 
 @contextmanager

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from tests.journeys.harness import Journey, journey_cluster
+from tests.journeys.harness import Journey, journey_cluster, run_bouncing_gang
 
 from iris.client import (
     CoschedulingConfig,
@@ -71,32 +71,8 @@ def test_failure_without_budget_fails_the_job(j: Journey) -> None:
 
 
 def test_gang_bounces_together_on_a_retryable_failure(j: Journey) -> None:
-    # Task 0 fails on its first attempt while task 1 is still running: the gang bounces as one.
-    script = (
-        'if [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then if [ "$IRIS_TASK_INDEX" = 0 ]; then sleep 0.3; exit 1; fi; sleep 30; fi;'
-        " sleep 0.3"
-    )
-    job = j.client.submit(
-        Entrypoint.from_command("sh", "-c", script),
-        name="gang-neutral",
-        replicas=2,
-        resources=SMALL,
-        coscheduling=CoschedulingConfig(group_by="pool"),
-        max_retries_failure=1,
-    )
-
-    def never_split() -> object:
-        states = {t.state for t in job.tasks()}
-        assert not (TaskState.PENDING in states and states & {TaskState.RUNNING, TaskState.BUILDING}), (
-            f"gang split: {states}"
-        )
-        return finished(j, job)
-
-    detail = j.step(never_split, what="gang done")
+    detail = run_bouncing_gang(j, "gang-neutral", SMALL)
     assert detail.state is JobState.SUCCEEDED
-    assert [len(t.attempts) for t in detail.tasks] == [2, 2]
-    assert detail.tasks[0].attempts[0].state is TaskState.FAILED
-    assert detail.tasks[1].attempts[0].state is TaskState.COSCHED_FAILED
 
 
 def test_gang_member_that_already_succeeded_stays_done(j: Journey) -> None:
