@@ -290,9 +290,7 @@ class Controller:
                         f"parent job {spec.parent_job_id} has terminated ({parent_row.state})"
                     )
                 root_submitted_at = parent_row.root_submitted_at
-                if spec.bundle_id is None:  # a sub-job runs from its parent's workspace bundle
-                    parent_bundle = self._job_spec(spec.parent_job_id, parent_row.spec_json).bundle_id
-                    spec = spec.model_copy(update={"bundle_id": parent_bundle})
+                spec = inherit_from_parent(spec, self._job_spec(spec.parent_job_id, parent_row.spec_json))
             existing = store.get_job(cur, job_id)
             if existing is not None:
                 if spec.existing_job_policy == "keep":
@@ -1185,6 +1183,19 @@ class Controller:
             coscheduling=spec.coscheduling,
             user=JobName.parse(a.job_id).user,
         )
+
+
+def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
+    """A sub-job runs in its parent's world: workspace bundle, environment variables and pip
+    environment carry over unless the child names its own (its own env vars win key by key)."""
+    update: dict[str, Any] = {}
+    if child.bundle_id is None and parent.bundle_id is not None:
+        update["bundle_id"] = parent.bundle_id
+    if parent.env:
+        update["env"] = {**parent.env, **child.env}
+    if child.environment is None and parent.environment is not None:
+        update["environment"] = parent.environment
+    return child.model_copy(update=update) if update else child
 
 
 def _resources(row: Any) -> Resources:
