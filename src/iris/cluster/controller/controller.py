@@ -106,10 +106,6 @@ class PodBackend(Protocol):
     def close(self) -> None: ...
 
 
-class AutoscalerHook(Protocol):
-    def tick(self, demand: Any, slice_usage: Any) -> Any: ...
-
-
 def _job_of(task_id: str) -> str:
     return task_id.rsplit("/", 1)[0]
 
@@ -949,19 +945,17 @@ class Controller:
                     store.write_attempt(cur, replace(tr.attempt, state=TaskState.COSCHED_FAILED, error=why))
                     self._mark_dirty(cur, snap.current_attempt_uid)
                 if dead:
-                    new = TaskSnapshot(
-                        **{
-                            **_asdict(snap),
-                            "state": TaskState.COSCHED_FAILED,
-                            "finished_at": now,
-                            "error": "a member of its gang failed",
-                        }
+                    new = replace(
+                        snap,
+                        state=TaskState.COSCHED_FAILED,
+                        finished_at=now,
+                        error="a member of its gang failed",
                     )
                     store.write_task(cur, new)
                 else:
                     store.write_task(
                         cur,
-                        TaskSnapshot(**{**_asdict(snap), "state": TaskState.PENDING}),
+                        replace(snap, state=TaskState.PENDING),
                         pending_reason="its gang is being rescheduled together",
                     )
 
@@ -1054,14 +1048,7 @@ class Controller:
                 self._mark_dirty(cur, attempt.attempt_uid)
             store.write_task(
                 cur,
-                TaskSnapshot(
-                    **{
-                        **_asdict(snap),
-                        "state": TaskState.KILLED,
-                        "finished_at": now,
-                        "error": snap.error or "killed",
-                    }
-                ),
+                replace(snap, state=TaskState.KILLED, finished_at=now, error=snap.error or "killed"),
             )
 
     def _housekeeping(self, now: float) -> bool:
@@ -1094,14 +1081,12 @@ class Controller:
                     timeout = self._job_spec(_job_of(snap.task_id)).timeout_s
                     store.write_task(
                         cur,
-                        TaskSnapshot(
-                            **{
-                                **_asdict(snap),
-                                "state": TaskState.FAILED,
-                                "finished_at": now,
-                                "exit_code": None,
-                                "error": f"timed out after {timeout:g}s",
-                            }
+                        replace(
+                            snap,
+                            state=TaskState.FAILED,
+                            finished_at=now,
+                            exit_code=None,
+                            error=f"timed out after {timeout:g}s",
                         ),
                     )
                 self._rollup(cur, {_job_of(t) for t in timed_out}, now)
@@ -1125,14 +1110,7 @@ class Controller:
                     error = f"scheduling timeout: {reason}"
                     store.write_task(
                         cur,
-                        TaskSnapshot(
-                            **{
-                                **_asdict(snap),
-                                "state": TaskState.UNSCHEDULABLE,
-                                "finished_at": now,
-                                "error": error,
-                            }
-                        ),
+                        replace(snap, state=TaskState.UNSCHEDULABLE, finished_at=now, error=error),
                     )
                 self._rollup(cur, {r["job_id"] for r in expired}, now)
             changed = True
@@ -1219,10 +1197,6 @@ def _observation(obs: AttemptObservation) -> Observation:
         runtime_released=obs.runtime_released,
         message=obs.message,
     )
-
-
-def _asdict(snap: TaskSnapshot) -> dict[str, Any]:
-    return {f: getattr(snap, f) for f in TaskSnapshot.__slots__}
 
 
 def create_controller(
