@@ -192,3 +192,16 @@ def _count_workers(client: IrisClient) -> int:
         return len(client.workers().workers)
     except IrisError:
         return -1  # the controller is not up yet
+
+
+def test_task_events_name_the_worker(cluster: LocalCluster) -> None:
+    client = IrisClient(cluster.url)
+    job = client.submit(
+        name="evented",
+        entrypoint=Entrypoint.from_command("true"),
+        resources=ResourceSpec(cpu=0.5, memory="64MB"),
+    )
+    assert job.wait(timeout=60).state is JobState.SUCCEEDED
+    events = client.http.request("GET", f"/api/v1/jobs{job.job_id}:events")["events"]
+    finished = [e for e in events if e["kind"] == "task_succeeded"]
+    assert finished and finished[0]["worker_id"] == job.tasks()[0].worker_id

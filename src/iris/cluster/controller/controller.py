@@ -830,6 +830,7 @@ class Controller:
 
     def _apply_in(self, cur: Any, observations: dict[str, AttemptObservation], now: float) -> bool:
         attempts = store.attempt_snapshots(cur, observations)
+        workers = store.attempt_workers(cur, list(observations))
         tasks = store.task_snapshots(cur, {a.task_id for a in attempts.values()})
         changed = False
         jobs: set[str] = set()
@@ -880,7 +881,7 @@ class Controller:
                             _job_of(task.task_id),
                             task.task_id,
                             uid,
-                            None,
+                            workers.get(uid),
                             tr.task.error or tr.task.state.value,
                         )
                     )

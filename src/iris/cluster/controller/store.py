@@ -420,6 +420,19 @@ def attempt_snapshots(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> dict[
     return out
 
 
+def attempt_workers(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[str, str]:
+    """The worker each attempt was placed on (attempts on Kubernetes have none)."""
+    out: dict[str, str] = {}
+    for chunk in _chunks(list(attempt_uids)):
+        marks = ",".join("?" * len(chunk))
+        for r in cur.execute(
+            f"SELECT attempt_uid, worker_id FROM attempts WHERE attempt_uid IN ({marks}) AND worker_id IS NOT NULL",
+            chunk,
+        ):
+            out[r[0]] = r[1]
+    return out
+
+
 def write_task(cur: sqlite3.Cursor, task: TaskSnapshot, *, pending_reason: str | None = None) -> None:
     cur.execute(
         "UPDATE tasks SET state=?, current_attempt_uid=?, failure_count=?, preemption_count=?, started_at=?,"
