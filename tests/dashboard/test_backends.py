@@ -100,3 +100,47 @@ def test_autoscaler_page_shows_real_groups_and_actions(page, page_errors, autosc
     assert "scale up" in actions and "boot" in actions
     assert page_errors.unexpected() == []
     screenshot(page, "autoscaler")
+
+
+AUTH_CONFIG = """
+controller: {{port: 0, state_dir: {state}}}
+backend: {{kind: worker-daemon, backend_id: secure, display_name: Secure}}
+auth:
+  tokens:
+    - {{token: alice-token-123, role: user, user: alice}}
+    - {{token: bob-token-12345, role: user, user: bob}}
+    - {{token: worker-token-123, role: worker}}
+"""
+
+
+def test_dashboard_asks_for_a_token_and_shows_only_that_users_jobs(page, page_errors, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    config = tmp_path / "cluster.yaml"
+    config.write_text(AUTH_CONFIG.format(state=tmp_path / "state"))
+    with LocalCluster(
+        workers=0, state_dir=tmp_path, controller_args=["--config", str(config)], token="alice-token-123"
+    ) as lc:
+        IrisClient(lc.url, token="alice-token-123").submit(
+            Entrypoint.from_command("true"), name="alices", resources=SMALL
+        )
+        IrisClient(lc.url, token="bob-token-12345").submit(
+            Entrypoint.from_command("true"), name="bobs", resources=SMALL
+        )
+        prompts: list[str] = []
+
+        def answer(dialog) -> None:  # type: ignore[no-untyped-def]
+            prompts.append(dialog.message)
+            dialog.accept("alice-token-123")
+
+        page.on("dialog", answer)
+        page_errors.allow("401")  # the first answers, before the page has a token
+        open_page(page, lc.url, "/jobs", ".page-jobs[data-loaded]")
+        wait_until(
+            lambda: "/alice/alices" in page.locator(".page-jobs").inner_text(),
+            timeout=30,
+            what="alice's job listed",
+        )
+        assert prompts and "token" in prompts[0]
+        assert "/bob/bobs" not in page.locator(".page-jobs").inner_text()
+        all_chip = page.locator('.chip[data-state="ALL"] .n')
+        wait_until(lambda: all_chip.inner_text() == "1", timeout=30, what="counts of alice's jobs only")
+        screenshot(page, "jobs-with-token")

@@ -62,7 +62,11 @@ class LocalCluster:
         tick_s: float = 1.0,
         worker_grace_s: float = 10.0,
         controller_args: list[str] | None = None,
+        token: str | None = None,
+        worker_token: str | None = None,
     ) -> None:
+        """``token``: when the controller requires one (a config with ``auth``), an admin token for
+        the launcher's own checks; the workers it starts authenticate with ``worker_token``."""
         self._tmp = None if state_dir is not None else tempfile.TemporaryDirectory(prefix="iris-local-")
         self.state_dir = Path(state_dir) if state_dir is not None else Path(self._tmp.name)  # type: ignore[union-attr]
         self.num_workers = workers
@@ -75,6 +79,8 @@ class LocalCluster:
         self.tick_s = tick_s
         self.worker_grace_s = worker_grace_s
         self.controller_args = controller_args or []
+        self.token = token
+        self.worker_token = worker_token
         self.url = ""
         self.ready_info: dict[str, object] = {}
         self.controller: _Child | None = None
@@ -88,12 +94,12 @@ class LocalCluster:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _spawn(self, name: str, argv: list[str]) -> _Child:
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> _Child:
         logs = self.state_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         log_path = logs / f"{name}.log"
         log_file = open(log_path, "ab")  # noqa: SIM115 - kept open for the child's lifetime
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
         proc = subprocess.Popen(
             argv,
             stdout=log_file,
@@ -179,7 +185,7 @@ class LocalCluster:
         attrs = attributes or (self.worker_attributes[index] if index < len(self.worker_attributes) else {})
         for k, v in attrs.items():
             argv += ["--attr", f"{k}={v}"]
-        child = self._spawn(worker_id, argv)
+        child = self._spawn(worker_id, argv, {"IRIS_TOKEN": self.worker_token} if self.worker_token else None)
         self.workers.append(child)
         if wait:
             _wait_for_file(ready, child.proc, worker_id, child.log_path, 60)
@@ -188,7 +194,7 @@ class LocalCluster:
     def wait_for_workers(self, count: int, timeout_s: float = 60.0) -> None:
         from iris.rpc.http import HttpClient
 
-        http = HttpClient(self.url, timeout_s=5)
+        http = HttpClient(self.url, timeout_s=5, token=self.token)
         deadline = time.monotonic() + timeout_s
         try:
             while time.monotonic() < deadline:

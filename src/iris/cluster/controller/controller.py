@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from iris.cluster.backends.worker_daemon import WorkerRpcClient
 from iris.cluster.controller import store
+from iris.cluster.controller.auth import Authenticator
 from iris.cluster.controller.autoscaler import demand_from_requests, slice_usage_from_workers
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind, TaskTarget
 from iris.cluster.controller.bundles import BundleStore
@@ -134,6 +135,7 @@ class Controller:
         self.clock = clock
         self.started_at = clock()
         self.health = WorkerHealthTracker(grace_s=worker_grace_s)
+        self.auth = Authenticator()
         self.worker_rpc = WorkerRpcClient() if descriptor.kind is BackendKind.WORKER else None
         self._wake = threading.Event()
         self._stopping = threading.Event()
@@ -1143,6 +1145,9 @@ class Controller:
     def _run_spec(self, a: store.LiveAttempt) -> RunSpec:
         spec = self._job_spec(a.job_id)
         env = dict(spec.env)
+        if self.auth.enabled:
+            # The task acts as its job's user: sub-jobs, endpoints and its bundle need no other secret.
+            env["IRIS_TOKEN"] = self.auth.job_token(a.job_id, JobName.parse(a.job_id).user)
         return RunSpec(
             attempt_uid=a.attempt_uid,
             attempt_number=a.attempt_number,

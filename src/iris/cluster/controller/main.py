@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -14,6 +15,8 @@ from typing import Any
 import uvicorn
 
 from iris.cluster.config import ClusterConfig, load_cluster_config
+from iris.cluster.controller import store
+from iris.cluster.controller.auth import Authenticator, StaticToken
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller
 from iris.cluster.controller.service import create_app
@@ -111,6 +114,8 @@ def build_controller(
         controller = create_controller(
             descriptor, state_dir=state_dir, tick_interval_s=tick_interval_s, worker_grace_s=worker_grace_s
         )
+        if config is not None:
+            controller.auth = _authenticator(controller, config)
         if config is not None and config.scale_groups:
             autoscaler = _build_autoscaler(controller, config, state_dir)
             controller.autoscaler = autoscaler
@@ -134,13 +139,28 @@ def build_controller(
         display_name=(config.backend.display_name if config is not None else "") or "Kubernetes (Kueue)",
     )
     pod_backend = KubernetesBackend(k8s_config, controller_url="", backend_id=descriptor.backend_id)
-    return create_controller(
+    controller = create_controller(
         descriptor, state_dir=state_dir, pod_backend=pod_backend, tick_interval_s=tick_interval_s
     )
+    if config is not None:
+        controller.auth = _authenticator(controller, config)
+    return controller
+
+
+def _authenticator(controller: Controller, config: ClusterConfig) -> Authenticator:
+    """The config's tokens, and a signing secret for job tokens that survives restarts."""
+    if not config.auth.tokens:
+        return Authenticator()
+    with controller.db.transaction() as cur:
+        secret = store.meta_value(cur, "auth_secret")
+        if secret is None:
+            secret = secrets.token_hex(32)
+            store.set_meta_value(cur, "auth_secret", secret)
+    tokens = [StaticToken(t.token, t.role, t.user) for t in config.auth.tokens]
+    return Authenticator(tokens, secret=bytes.fromhex(secret))
 
 
 def _build_autoscaler(controller: Controller, config: ClusterConfig, state_dir: Path) -> Any:
-    from iris.cluster.controller import store
     from iris.cluster.controller.autoscaler import Autoscaler, AutoscalerStore
     from iris.cluster.platforms.factory import make_platform
 
@@ -148,11 +168,14 @@ def _build_autoscaler(controller: Controller, config: ClusterConfig, state_dir: 
         with controller.db.read() as cur:
             return [(w.worker_id, w.address) for w in store.list_workers(cur)]
 
+    worker_tokens = [t.token for t in config.auth.tokens if t.role == "worker"]
     platform = make_platform(
         config.platform,
         state_dir / "platform",
         registered_workers=registered_workers,
         reregister_after_s=config.defaults.worker.reregister_after_s,
+        # Workers the autoscaler starts authenticate with the config's first worker token.
+        worker_env={"IRIS_TOKEN": worker_tokens[0]} if worker_tokens else None,
     )
     return Autoscaler.from_config(
         config, platform, AutoscalerStore(controller.db.connection, controller.db.lock)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from iris import __version__
 from iris.cluster.controller import store, views
+from iris.cluster.controller.auth import Principal
 from iris.cluster.controller.backend import BackendKind, dashboard_backend_descriptor
 from iris.cluster.controller.controller import Controller
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
@@ -67,11 +69,58 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "invalid request: " + "; ".join(parts)
 
 
+_principal: ContextVar[Principal] = ContextVar("iris_principal")
+
+
 def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> FastAPI:
     app = FastAPI(title="Iris controller", version=__version__, description="Submit, watch and stop jobs.")
     kind = controller.backend_descriptor.kind
     app.add_middleware(RequestTimer, histogram=controller.metrics.api_request_seconds)
     controller.metrics.watch_state(CountsReader(controller))
+
+    class _Authenticate:
+        """Every /api/v1 request carries a principal; with no tokens configured, everyone is admin."""
+
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http" and scope["path"].startswith("/api/"):
+                header = dict(scope.get("headers") or []).get(b"authorization")
+                try:
+                    principal = controller.auth.authenticate(header.decode("latin-1") if header else None)
+                except IrisError as exc:
+                    body = {"error": {"code": exc.code, "message": exc.message}}
+                    await JSONResponse(status_code=exc.status_code, content=body)(scope, receive, send)
+                    return
+                token = _principal.set(principal)
+                try:
+                    await self.inner(scope, receive, send)
+                finally:
+                    _principal.reset(token)
+                return
+            await self.inner(scope, receive, send)
+
+    app.add_middleware(_Authenticate)
+
+    def who() -> Principal:
+        return _principal.get()
+
+    def owned_job(job_id: str) -> str:
+        """The job's id if the caller may see it; others' jobs look absent (no leak of their names)."""
+        principal = who()
+        principal.may_use_jobs()
+        if principal.is_admin:
+            return job_id
+        with controller.db.read() as cur:
+            job = store.get_job(cur, job_id)
+        if job is None or not principal.owns(job.user):
+            raise NotFound(f"job {job_id} does not exist")
+        return job_id
+
+    def owned_task(task_id: str) -> str:
+        owned_job(task_id.rsplit("/", 1)[0])
+        return task_id
 
     @app.exception_handler(IrisError)
     async def _iris_error(_: Request, exc: IrisError) -> JSONResponse:
@@ -121,8 +170,9 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         d = controller.backend_descriptor
         dash = dashboard_backend_descriptor(controller)
         with controller.db.read() as cur:
-            jobs = store.job_counts(cur)
-            tasks = store.task_counts(cur)
+            scope = None if who().is_admin else who().user  # users count their own work only
+            jobs = store.job_counts(cur, scope)
+            tasks = store.task_counts(cur, scope)
         workers: dict[str, int] = {}
         if kind is BackendKind.WORKER:
             with controller.db.read() as cur:
@@ -205,10 +255,12 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     @app.post("/api/v1/dry-run", response_model=DryRunResult)
     def dry_run(spec: JobSpec) -> DryRunResult:
         """Would this job place now, and where (or why not)? Nothing is submitted."""
+        spec = as_caller(spec)
         return DryRunResult(**controller.dry_run(spec, user=spec.user))
 
     @app.post("/api/v1/endpoints", response_model=EndpointInfo)
     def register_endpoint(reg: EndpointRegistration) -> EndpointInfo:
+        owned_job(reg.job_id)
         return controller.register_endpoint(reg)
 
     @app.get("/api/v1/endpoints", response_model=EndpointList)
@@ -220,8 +272,17 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
                 namespace = JobName.parse(_job_id(job)).namespace
             except ValueError as exc:
                 raise InvalidArgument(str(exc)) from None
+        principal = who()
+        if not principal.is_admin:
+            principal.may_use_jobs()
+            mine = f"{principal.user}/"
+            if namespace is not None and not namespace.startswith(mine):
+                return EndpointList(endpoints=[])
+            # A user sees the endpoints of their own job trees only (filtered below).
         with controller.db.read() as cur:
             rows = store.list_endpoints(cur, namespace=namespace, name=name)
+        if not principal.is_admin:
+            rows = [r for r in rows if r["namespace"].startswith(f"{principal.user}/")]
         return EndpointList(
             endpoints=[
                 EndpointInfo(
@@ -250,6 +311,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.put("/api/v1/bundles/{bundle_id}", status_code=201)
     async def put_bundle(bundle_id: str, request: Request) -> Response:
+        who().may_use_jobs()
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > controller.bundles.max_upload_bytes:
             raise InvalidArgument(
@@ -260,7 +322,18 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.post("/api/v1/jobs", response_model=SubmitResponse)
     def submit(spec: JobSpec) -> SubmitResponse:
+        spec = as_caller(spec)
+        if spec.parent_job_id:
+            owned_job(spec.parent_job_id)
         return SubmitResponse(job_id=controller.submit(spec, user=spec.user))
+
+    def as_caller(spec: JobSpec) -> JobSpec:
+        """A user's job is always submitted as that user, whatever the spec says."""
+        principal = who()
+        principal.may_use_jobs()
+        if principal.role == "user":
+            return spec.model_copy(update={"user": principal.user})
+        return spec
 
     @app.get("/api/v1/jobs", response_model=JobList)
     def list_jobs(
@@ -275,6 +348,10 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         desc: bool = True,
     ) -> JobList:
         states = [s.upper() for s in state for s in s.split(",") if s]
+        principal = who()
+        principal.may_use_jobs()
+        if not principal.is_admin:
+            user = principal.user  # users list their own jobs only
         with controller.db.read() as cur:
             rows, total = store.list_jobs(
                 cur,
@@ -299,12 +376,12 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.post("/api/v1/jobs/{job_path:path}:stop", response_model=StopResponse)
     def stop_job(job_path: str) -> StopResponse:
-        job_id = _job_id(job_path)
+        job_id = owned_job(_job_id(job_path))
         return StopResponse(job_id=job_id, state=controller.stop_job(job_id))
 
     @app.get("/api/v1/jobs/{job_path:path}:events")
     def job_events(job_path: str, limit: int = Query(default=200, ge=1, le=2000)) -> dict[str, object]:
-        job_id = _job_id(job_path)
+        job_id = owned_job(_job_id(job_path))
         with controller.db.read() as cur:
             if store.get_job(cur, job_id) is None:
                 raise NotFound(f"job {job_id} does not exist")
@@ -313,7 +390,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.get("/api/v1/jobs/{job_path:path}", response_model=JobDetail)
     def get_job(job_path: str) -> JobDetail:
-        job_id = _job_id(job_path)
+        job_id = owned_job(_job_id(job_path))
         with controller.db.read() as cur:
             row = store.get_job(cur, job_id)
             if row is None:
@@ -327,7 +404,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         limit: int = Query(default=1000, ge=1, le=10_000),
         attempt: str | None = None,
     ) -> LogsResponse:
-        task_id = _job_id(task_path)
+        task_id = owned_task(_job_id(task_path))
         try:
             target, uid = controller.task_target(task_id, attempt)
         except FailedPrecondition:
@@ -348,7 +425,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     @app.get("/api/v1/tasks/{task_path:path}:status")
     def task_process_status(task_path: str, attempt: str | None = None) -> dict[str, Any]:
         """The attempt's processes (WORKER: from its worker daemon) or its pod (KUBERNETES)."""
-        task_id = _job_id(task_path)
+        task_id = owned_task(_job_id(task_path))
         target, uid = controller.task_target(task_id, attempt)
         if target.address is not None:
             assert controller.worker_rpc is not None
@@ -362,7 +439,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     @app.post("/api/v1/tasks/{task_path:path}:exec", response_model=ExecResponse)
     def task_exec(task_path: str, request: ExecRequest, attempt: str | None = None) -> ExecResponse:
         """Run a command beside a running task: in its worker's working directory, or in its pod."""
-        task_id = _job_id(task_path)
+        task_id = owned_task(_job_id(task_path))
         target, uid = controller.task_target(task_id, attempt)
         if target.address is not None:
             assert controller.worker_rpc is not None
@@ -377,10 +454,12 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.post("/api/v1/workers/register", response_model=RegisterResponse)
     def register(req: RegisterRequest) -> RegisterResponse:
+        who().may_act_as_worker()
         return controller.register_worker(req)
 
     @app.post("/api/v1/workers/{worker_id}/nudge", status_code=204)
     def nudge(worker_id: str) -> Response:
+        who().may_act_as_worker()
         if not controller.nudge(worker_id):
             raise NotFound(f"worker {worker_id} is not registered")
         return Response(status_code=204)

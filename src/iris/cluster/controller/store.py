@@ -261,12 +261,23 @@ def task_state_counts(cur: sqlite3.Cursor, job_id: str) -> dict[TaskState, int]:
     }
 
 
-def job_counts(cur: sqlite3.Cursor) -> dict[str, int]:
-    return {r[0]: r[1] for r in cur.execute("SELECT state, count(*) FROM jobs GROUP BY state")}
+def job_counts(cur: sqlite3.Cursor, user: str | None = None) -> dict[str, int]:
+    if user is not None:
+        rows = cur.execute("SELECT state, count(*) FROM jobs WHERE user = ? GROUP BY state", (user,))
+    else:
+        rows = cur.execute("SELECT state, count(*) FROM jobs GROUP BY state")
+    return {r[0]: r[1] for r in rows}
 
 
-def task_counts(cur: sqlite3.Cursor) -> dict[str, int]:
-    return {r[0]: r[1] for r in cur.execute("SELECT state, count(*) FROM tasks GROUP BY state")}
+def task_counts(cur: sqlite3.Cursor, user: str | None = None) -> dict[str, int]:
+    if user is not None:
+        rows = cur.execute(
+            "SELECT t.state, count(*) FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE j.user = ? GROUP BY t.state",
+            (user,),
+        )
+    else:
+        rows = cur.execute("SELECT state, count(*) FROM tasks GROUP BY state")
+    return {r[0]: r[1] for r in rows}
 
 
 # ---------------------------------------------------------------- tasks and attempts
@@ -675,6 +686,21 @@ def list_endpoints(
 
 def delete_endpoints_of_job(cur: sqlite3.Cursor, job_id: str) -> None:
     cur.execute("DELETE FROM endpoints WHERE job_id = ? OR job_id LIKE ?", (job_id, job_id + "/%"))
+
+
+# ---------------------------------------------------------------- meta
+
+
+def meta_value(cur: sqlite3.Cursor, key: str) -> str | None:
+    row = cur.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+def set_meta_value(cur: sqlite3.Cursor, key: str, value: str) -> None:
+    cur.execute(
+        "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
 
 
 # ---------------------------------------------------------------- events

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from iris.cluster.config import PlatformConfig
@@ -19,12 +20,14 @@ def make_platform(
     *,
     registered_workers: Callable[[], Iterable[tuple[str, str]]] = lambda: (),
     reregister_after_s: float | None = None,
+    worker_env: Mapping[str, str] | None = None,
     clock: Callable[[], float] = time.time,
 ) -> Platform:
     """``state_dir`` is where the local platform keeps slice records and worker logs;
     ``registered_workers`` feeds the manual platform's view of which hosts have a worker."""
     if config.kind == "local":
-        return LocalPlatform(state_dir, reregister_after_s=reregister_after_s, clock=clock)
+        env = {**os.environ, **(worker_env or {})}
+        return LocalPlatform(state_dir, env=env, reregister_after_s=reregister_after_s, clock=clock)
     if config.kind == "manual":
         assert config.manual is not None  # guaranteed by PlatformConfig validation
         return ManualPlatform(config.manual.hosts, registered_workers, clock=clock)

@@ -31,8 +31,10 @@ class ControllerLink:
         worker_id: str,
         register_request: Callable[[], RegisterRequest],
         reregister_after_s: float = 5.0,
+        token: str | None = None,
     ) -> None:
         self._base = controller_url.rstrip("/")
+        self._headers = {"authorization": f"Bearer {token}"} if token else {}
         self._worker_id = worker_id
         self._register_request = register_request
         self._reregister_after_s = reregister_after_s
@@ -82,7 +84,7 @@ class ControllerLink:
     def _register_loop(self) -> None:
         backoff = _BACKOFF_START_S
         need_register = True
-        with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+        with httpx.Client(timeout=HTTP_TIMEOUT_S, headers=self._headers) as client:
             while not self._stopping.is_set():
                 if need_register:
                     if self._register(client):
@@ -137,7 +139,7 @@ class ControllerLink:
     # ------------------------------------------------------------------ nudges
 
     def _nudge_loop(self) -> None:
-        with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+        with httpx.Client(timeout=HTTP_TIMEOUT_S, headers=self._headers) as client:
             while not self._stopping.is_set():
                 self._nudge_wanted.wait()
                 self._nudge_wanted.clear()

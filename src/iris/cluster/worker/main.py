@@ -114,7 +114,10 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
             scale_group=config.scale_group,
         )
 
-    link = ControllerLink(config.controller_url, worker_id, register_request, config.reregister_after_s)
+    token = os.environ.get("IRIS_TOKEN") or None  # a worker token when the controller requires one
+    link = ControllerLink(
+        config.controller_url, worker_id, register_request, config.reregister_after_s, token=token
+    )
     metrics: WorkerMetrics | None = None
 
     def attempt_changed(uid: str) -> None:
@@ -135,7 +138,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         worker_id=worker_id,
         controller_url=config.controller_url,
         on_change=attempt_changed,
-        preparer=AttemptPreparer(state_dir, config.controller_url),
+        preparer=AttemptPreparer(state_dir, config.controller_url, token=token),
     )
     if runtime.leftovers_killed:
         logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))

@@ -117,7 +117,11 @@ class KubernetesBackend:
         uid = item.attempt_uid
         try:
             manifest = build_pod(
-                item.spec, self.config, controller_url=self.controller_url, backend_id=self.backend_id
+                item.spec,
+                self.config,
+                controller_url=self.controller_url,
+                backend_id=self.backend_id,
+                bundle_token=item.spec.env.get("IRIS_TOKEN"),  # the job's own token fetches its bundle
             )
         except PodSpecError as err:
             message = f"cannot run on Kubernetes: {err}"

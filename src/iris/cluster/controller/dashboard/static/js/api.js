@@ -35,12 +35,34 @@ function query(params) {
   return s ? "?" + s : "";
 }
 
-async function request(method, path, params) {
+// A controller configured with tokens answers 401 until the page has one: ask once, keep it in
+// this browser (localStorage), and send it as a bearer token from then on.
+const TOKEN_KEY = "iris_token";
+let asking = null;
+
+function authHeaders() {
+  const token = localStorage.getItem(TOKEN_KEY);
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+function askForToken(message) {
+  if (!asking) {
+    asking = Promise.resolve().then(() => {
+      const token = window.prompt(`${message}\n\nPaste an Iris token (it stays in this browser):`);
+      if (token) localStorage.setItem(TOKEN_KEY, token.trim());
+      asking = null;
+      return Boolean(token);
+    });
+  }
+  return asking;
+}
+
+async function request(method, path, params, retried = false) {
   let resp;
   try {
     resp = await fetch(path + query(params), {
       method,
-      headers: { Accept: "application/json" },
+      headers: { Accept: "application/json", ...authHeaders() },
       cache: "no-store",
     });
   } catch (err) {
@@ -56,6 +78,12 @@ async function request(method, path, params) {
       body = JSON.parse(text);
     } catch {
       body = null;
+    }
+  }
+  if (resp.status === 401 && !retried) {
+    localStorage.removeItem(TOKEN_KEY);
+    if (await askForToken((body && body.error && body.error.message) || "This controller needs a token.")) {
+      return request(method, path, params, true);
     }
   }
   if (!resp.ok) {

@@ -1,0 +1,57 @@
+"""Token authentication: static tokens by role, minted job tokens, and the ownership rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from iris.cluster.controller.auth import OPEN, Authenticator, Principal, StaticToken
+from iris.rpc.errors import PermissionDenied, Unauthenticated
+
+TOKENS = [
+    StaticToken("admin-secret", "admin"),
+    StaticToken("alice-secret", "user", "alice"),
+    StaticToken("worker-secret", "worker"),
+]
+
+
+def test_no_tokens_means_open() -> None:
+    assert Authenticator().authenticate(None) is OPEN
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("Bearer admin-secret", Principal("admin")),
+        ("bearer alice-secret", Principal("user", "alice")),
+        ("Bearer worker-secret", Principal("worker")),
+    ],
+)
+def test_static_tokens(header: str, expected: Principal) -> None:
+    assert Authenticator(TOKENS, secret=b"s").authenticate(header) == expected
+
+
+@pytest.mark.parametrize("header", [None, "", "Basic abc", "Bearer nope", "Bearer iris-job.e30.0000"])
+def test_bad_or_missing_tokens_are_rejected(header: str | None) -> None:
+    with pytest.raises(Unauthenticated):
+        Authenticator(TOKENS, secret=b"s").authenticate(header)
+
+
+def test_job_tokens_act_as_the_jobs_user_and_need_the_secret() -> None:
+    auth = Authenticator(TOKENS, secret=b"s")
+    token = auth.job_token("/alice/train", "alice")
+    assert auth.authenticate(f"Bearer {token}") == Principal("user", "alice")
+    with pytest.raises(Unauthenticated):
+        Authenticator(TOKENS, secret=b"other").authenticate(f"Bearer {token}")
+    forged = token.replace(token.split(".")[1], auth.job_token("/bob/x", "bob").split(".")[1])
+    with pytest.raises(Unauthenticated):
+        auth.authenticate(f"Bearer {forged}")
+
+
+def test_roles() -> None:
+    alice, admin, worker = Principal("user", "alice"), Principal("admin"), Principal("worker")
+    assert alice.owns("alice") and not alice.owns("bob") and admin.owns("bob") and not worker.owns("bob")
+    with pytest.raises(PermissionDenied):
+        worker.may_use_jobs()
+    with pytest.raises(PermissionDenied):
+        alice.may_act_as_worker()
+    worker.may_act_as_worker()

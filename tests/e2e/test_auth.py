@@ -1,0 +1,124 @@
+"""Bearer tokens from the cluster config: who may submit, see, stop, and register workers."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.conftest import wait_until
+
+from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, iris_ctx
+from iris.rpc.errors import NotFound, PermissionDenied, Unauthenticated
+
+IRIS = [sys.executable, "-m", "iris.cli.main"]
+CONFIG = """
+controller: {port: 0, state_dir: STATE}
+backend: {kind: worker-daemon, backend_id: secure}
+auth:
+  tokens:
+    - {token: admin-token-123, role: admin}
+    - {token: alice-token-123, role: user, user: alice}
+    - {token: bob-token-12345, role: user, user: bob}
+    - {token: worker-token-123, role: worker}
+"""
+SMALL = ResourceSpec(cpu=0.5, memory="64MB")
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    root: Path = tmp_path_factory.mktemp("auth")
+    config = root / "cluster.yaml"
+    config.write_text(CONFIG.replace("STATE", str(root / "state")))
+    cluster = LocalCluster(
+        workers=0,
+        state_dir=root,
+        controller_args=["--config", str(config)],
+        token="admin-token-123",
+        worker_token="worker-token-123",
+    )
+    cluster.start()
+    cluster.add_worker(0)
+    yield cluster
+    cluster.stop()
+
+
+def spawn_child() -> None:
+    ctx = iris_ctx()
+    ctx.client.submit(
+        Entrypoint.from_command("true"), name="child", resources=ResourceSpec(cpu=0.5, memory="64MB")
+    )
+    time.sleep(600)
+
+
+def test_no_token_is_401_but_health_is_open(secure: LocalCluster) -> None:
+    resp = httpx.get(f"{secure.url}/api/v1/jobs")
+    assert resp.status_code == 401 and "token" in resp.json()["error"]["message"]
+    assert (
+        httpx.get(f"{secure.url}/api/v1/jobs", headers={"authorization": "Bearer wrong"}).status_code == 401
+    )
+    assert httpx.get(f"{secure.url}/healthz").status_code == 200
+    with pytest.raises(Unauthenticated):
+        IrisClient(secure.url).list_jobs()
+
+
+def test_users_see_and_stop_only_their_own_jobs(secure: LocalCluster) -> None:
+    alice, bob, admin = (
+        IrisClient(secure.url, token=t) for t in ("alice-token-123", "bob-token-12345", "admin-token-123")
+    )
+    job = alice.submit(
+        Entrypoint.from_command("sleep", "600"), name="private", resources=SMALL, user="mallory"
+    )
+    assert job.job_id == "/alice/private"  # a user's job is always theirs, whatever the spec says
+    wait_until(lambda: job.status() is JobState.RUNNING, timeout=60, what="alice's job running")
+    assert [j.job_id for j in bob.list_jobs().jobs] == []
+    with pytest.raises(NotFound):
+        bob.job(job.job_id).detail()
+    with pytest.raises(NotFound):
+        bob.job(job.job_id).kill()
+    assert job.job_id in {j.job_id for j in admin.list_jobs().jobs}
+    assert alice.job(job.job_id).kill() is JobState.KILLED
+
+
+def test_a_task_submits_sub_jobs_with_its_own_job_token(secure: LocalCluster) -> None:
+    alice = IrisClient(secure.url, token="alice-token-123")
+    parent = alice.submit(Entrypoint.from_callable(spawn_child), name="parent", resources=SMALL)
+    child = wait_until(
+        lambda: next(iter(parent.detail().children), None), timeout=60, what="child submitted by the task"
+    )
+    assert child == "/alice/parent/child"
+    assert alice.job(child).wait(timeout=60).state is JobState.SUCCEEDED
+    parent.kill()
+
+
+def test_only_worker_tokens_register_workers(secure: LocalCluster) -> None:
+    body = {"worker_id": "intruder", "address": "127.0.0.1:9", "capacity": {"cpu": 1, "memory": "1GB"}}
+    user = httpx.post(
+        f"{secure.url}/api/v1/workers/register",
+        json=body,
+        headers={"authorization": "Bearer alice-token-123"},
+    )
+    assert user.status_code == 403
+    with pytest.raises(PermissionDenied):
+        IrisClient(secure.url, token="worker-token-123").list_jobs()
+    workers = IrisClient(secure.url, token="admin-token-123").workers().workers
+    assert [w.worker_id for w in workers] == ["worker-0"]  # the daemon registered with its worker token
+
+
+def test_cli_uses_iris_token(secure: LocalCluster) -> None:
+    env = {**os.environ, "IRIS_CONTROLLER_URL": secure.url}
+    denied = subprocess.run([*IRIS, "job", "list"], capture_output=True, text=True, env=env)
+    assert denied.returncode == 1 and "token" in denied.stderr and "Traceback" not in denied.stderr
+    ok = subprocess.run(
+        [*IRIS, "job", "list", "--json"],
+        capture_output=True,
+        text=True,
+        env={**env, "IRIS_TOKEN": "bob-token-12345"},
+    )
+    assert ok.returncode == 0 and json.loads(ok.stdout)["jobs"] == []
