@@ -122,3 +122,27 @@ def test_cli_uses_iris_token(secure: LocalCluster) -> None:
         env={**env, "IRIS_TOKEN": "bob-token-12345"},
     )
     assert ok.returncode == 0 and json.loads(ok.stdout)["jobs"] == []
+
+
+def test_cluster_start_with_auth_runs_jobs_for_token_holders(tmp_path: Path) -> None:
+    config = tmp_path / "cluster.yaml"
+    config.write_text(CONFIG.replace("STATE", str(tmp_path / "state")))
+    proc = subprocess.Popen(
+        [*IRIS, "cluster", "start", "--local", "--config", str(config), "--workers", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        url = next(line.split("controller:")[1].strip() for line in proc.stdout if "controller:" in line)
+        env = {**os.environ, "IRIS_CONTROLLER_URL": url}
+        ran = subprocess.run(
+            [*IRIS, "job", "run", "--no-workspace", "--", "echo", "authed"],
+            capture_output=True, text=True, env={**env, "IRIS_TOKEN": "alice-token-123"}, timeout=120,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.strip() == "authed"
+        denied = subprocess.run([*IRIS, "job", "list"], capture_output=True, text=True, env=env, timeout=60)
+        assert denied.returncode == 1 and "needs a token" in denied.stderr
+    finally:
+        proc.send_signal(2)
+        proc.wait(timeout=60)

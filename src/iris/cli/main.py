@@ -221,6 +221,9 @@ def cluster_start(
         )
     _check_quantities(worker_cpu, worker_memory)
     controller_args: list[str] = []
+    token: str | None = None
+    worker_token: str | None = None
+    autoscaled = False
     if config_path is not None:
         from iris.cluster.config import load_cluster_config
 
@@ -230,6 +233,11 @@ def cluster_start(
         state_dir = Path(config.controller.state_dir).expanduser() if state_dir is None else state_dir
         backend = "kubernetes" if config.backend.kind == "kubernetes" else backend
         workers = 0 if workers is None else workers
+        autoscaled = bool(config.scale_groups)
+        # With auth on, the launcher checks in as an admin (or $IRIS_TOKEN) and its workers as a worker.
+        admin = next((t.token for t in config.auth.tokens if t.role == "admin"), None)
+        token = os.environ.get("IRIS_TOKEN") or admin
+        worker_token = next((t.token for t in config.auth.tokens if t.role == "worker"), None)
     lc = LocalCluster(
         workers=2 if workers is None else workers,
         state_dir=state_dir or Path.home() / ".iris" / "local",
@@ -238,6 +246,8 @@ def cluster_start(
         worker_cpu=worker_cpu,
         worker_memory=worker_memory,
         controller_args=controller_args,
+        token=token,
+        worker_token=worker_token,
     )
     _install_sigterm()
     try:
@@ -248,7 +258,7 @@ def cluster_start(
         if backend == "worker":
             console.print(
                 f"  workers:    {lc.num_workers}"
-                + (" (plus what the autoscaler starts)" if config_path else "")
+                + (" (plus what the autoscaler starts)" if autoscaled else "")
             )
         if "kubeconfig" in lc.ready_info:
             console.print(f"  kubeconfig: {lc.ready_info['kubeconfig']}")

@@ -194,6 +194,8 @@ class LocalCluster:
     def wait_for_workers(self, count: int, timeout_s: float = 60.0) -> None:
         from iris.rpc.http import HttpClient
 
+        if count == 0:
+            return
         http = HttpClient(self.url, timeout_s=5, token=self.token)
         deadline = time.monotonic() + timeout_s
         try:
