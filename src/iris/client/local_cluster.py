@@ -124,6 +124,7 @@ class LocalCluster:
             "--state-dir", str(self.state_dir / "controller"),
             "--ready-file", str(ready), "--backend", self.backend,
             "--tick", str(self.tick_s), "--worker-grace", str(self.worker_grace_s),
+            "--terminate-slices-on-exit",
             *self.controller_args,
         ]  # fmt: skip
         try:

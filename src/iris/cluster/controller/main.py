@@ -54,6 +54,7 @@ def serve(
     ready_file: Path | None = None,
     extra_ready: dict[str, Any] | None = None,
     advertise_url: str | None = None,
+    terminate_slices_on_exit: bool = False,
 ) -> None:
     """Serve the API until SIGTERM/SIGINT, then stop the control loop."""
     sock = bind_socket(host, port)
@@ -82,6 +83,9 @@ def serve(
         server.run(sockets=[sock])
     finally:
         controller.stop()
+        if terminate_slices_on_exit and controller.autoscaler is not None:
+            # An embedded cluster owns its machines: they go when it goes.
+            controller.autoscaler.terminate_all("the local cluster stopped")
         controller.db.close()
 
 
@@ -207,6 +211,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queue", default="iris")
     parser.add_argument("--tick", type=float, default=1.0)
     parser.add_argument("--worker-grace", type=float, default=10.0)
+    parser.add_argument(
+        "--terminate-slices-on-exit",
+        action="store_true",
+        help="stop the autoscaler's machines when the controller stops (embedded local clusters)",
+    )
     parser.add_argument("--advertise-url", help="URL tasks and workers use to reach this controller")
     parser.add_argument("--image", help="kubernetes backend: container image for task pods")
     parser.add_argument(
@@ -253,6 +262,7 @@ def main(argv: list[str] | None = None) -> None:
             port=args.port,
             ready_file=args.ready_file,
             advertise_url=args.advertise_url,
+            terminate_slices_on_exit=args.terminate_slices_on_exit,
         )
     except KeyboardInterrupt:
         pass
