@@ -365,9 +365,9 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
                 sort=sort,
                 descending=desc,
             )
-            counts = views.counts_for_jobs(cur, [r.job_id for r in rows])
+            counts = store.task_counts_for_jobs(cur, [r.job_id for r in rows])
             waiting = [r.job_id for r in rows if r.state.value in ("PENDING", "RUNNING")]
-            reasons = views.pending_reasons_for_jobs(cur, waiting)
+            reasons = store.pending_reasons_for_jobs(cur, waiting)
         jobs = [
             views.job_status(r, counts[r.job_id]).model_copy(update={"pending_reason": reasons.get(r.job_id)})
             for r in rows

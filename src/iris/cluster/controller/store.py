@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from iris.cluster.controller.task_state import AttemptSnapshot, TaskSnapshot
@@ -170,10 +170,8 @@ def get_job(cur: sqlite3.Cursor, job_id: str) -> JobRow | None:
 def get_jobs(cur: sqlite3.Cursor, job_ids: Iterable[str]) -> dict[str, JobRow]:
     ids = list(job_ids)
     out: dict[str, JobRow] = {}
-    for chunk in _chunks(ids):
-        marks = ",".join("?" * len(chunk))
-        for row in cur.execute(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id IN ({marks})", chunk):
-            out[row["job_id"]] = _job(row)
+    for row in select_in(cur, f"SELECT {_JOB_COLUMNS} FROM jobs WHERE job_id IN (:ids)", ids):
+        out[row["job_id"]] = _job(row)
     return out
 
 
@@ -218,6 +216,23 @@ def list_jobs(
         [*args, limit, offset],
     ).fetchall()
     return [_job(r) for r in rows], total
+
+
+def pending_reasons_for_jobs(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, str]:
+    """One pending reason per job (from any of its waiting tasks), for list views."""
+    sql = (
+        "SELECT job_id, max(pending_reason) FROM tasks WHERE job_id IN (:ids) AND state IN ('PENDING', 'ASSIGNED')"
+        " AND pending_reason IS NOT NULL GROUP BY job_id"
+    )
+    return {r[0]: r[1] for r in select_in(cur, sql, job_ids)}
+
+
+def task_counts_for_jobs(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {j: {} for j in job_ids}
+    sql = "SELECT job_id, state, count(*) FROM tasks WHERE job_id IN (:ids) GROUP BY job_id, state"
+    for r in select_in(cur, sql, job_ids):
+        out[r[0]][r[1]] = r[2]
+    return out
 
 
 def children_of(cur: sqlite3.Cursor, job_id: str) -> list[str]:
@@ -300,14 +315,13 @@ def get_task(cur: sqlite3.Cursor, task_id: str) -> sqlite3.Row | None:
 
 def attempts_of_tasks(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str, list[sqlite3.Row]]:
     out: dict[str, list[sqlite3.Row]] = {t: [] for t in task_ids}
-    for chunk in _chunks(list(task_ids)):
-        marks = ",".join("?" * len(chunk))
-        for row in cur.execute(
-            f"SELECT a.*, w.address AS worker_address FROM attempts a LEFT JOIN workers w ON w.worker_id = a.worker_id"
-            f" WHERE a.task_id IN ({marks}) ORDER BY a.attempt_number",
-            chunk,
-        ):
-            out[row["task_id"]].append(row)
+    for row in select_in(
+        cur,
+        "SELECT a.*, w.address AS worker_address FROM attempts a LEFT JOIN workers w ON w.worker_id = a.worker_id"
+        " WHERE a.task_id IN (:ids) ORDER BY a.attempt_number",
+        task_ids,
+    ):
+        out[row["task_id"]].append(row)
     return out
 
 
@@ -371,76 +385,72 @@ def worker_usage(cur: sqlite3.Cursor) -> list[sqlite3.Row]:
 def jobs_with_live_attempts(cur: sqlite3.Cursor, job_ids: Iterable[str]) -> set[str]:
     """Jobs (of those given) that still have an attempt whose process is not confirmed gone."""
     out: set[str] = set()
-    for chunk in _chunks(list(job_ids)):
-        marks = ",".join("?" * len(chunk))
-        for r in cur.execute(
-            f"SELECT DISTINCT t.job_id FROM attempts a JOIN tasks t ON t.task_id = a.task_id WHERE a.released = 0 AND t.job_id IN ({marks})",
-            chunk,
-        ):
-            out.add(r[0])
+    for r in select_in(
+        cur,
+        "SELECT DISTINCT t.job_id FROM attempts a JOIN tasks t ON t.task_id = a.task_id WHERE a.released = 0 AND t.job_id IN (:ids)",
+        job_ids,
+    ):
+        out.add(r[0])
     return out
 
 
 def task_snapshots(cur: sqlite3.Cursor, task_ids: Iterable[str]) -> dict[str, TaskSnapshot]:
     out: dict[str, TaskSnapshot] = {}
-    for chunk in _chunks(list(task_ids)):
-        marks = ",".join("?" * len(chunk))
-        for r in cur.execute(
-            "SELECT t.task_id, t.state, t.current_attempt_uid, t.failure_count, t.preemption_count, t.started_at,"
-            " t.finished_at, t.exit_code, t.error, j.spec_json FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
-            f" WHERE t.task_id IN ({marks})",
-            chunk,
-        ):
-            spec = json.loads(r["spec_json"])
-            out[r["task_id"]] = TaskSnapshot(
-                task_id=r["task_id"],
-                state=TaskState(r["state"]),
-                current_attempt_uid=r["current_attempt_uid"],
-                failure_count=r["failure_count"],
-                preemption_count=r["preemption_count"],
-                max_retries_failure=spec.get("max_retries_failure", 0),
-                max_retries_preemption=spec.get("max_retries_preemption", 100),
-                started_at=r["started_at"],
-                finished_at=r["finished_at"],
-                exit_code=r["exit_code"],
-                error=r["error"],
-            )
+    for r in select_in(
+        cur,
+        "SELECT t.task_id, t.state, t.current_attempt_uid, t.failure_count, t.preemption_count, t.started_at,"
+        " t.finished_at, t.exit_code, t.error, j.spec_json FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
+        " WHERE t.task_id IN (:ids)",
+        task_ids,
+    ):
+        spec = json.loads(r["spec_json"])
+        out[r["task_id"]] = TaskSnapshot(
+            task_id=r["task_id"],
+            state=TaskState(r["state"]),
+            current_attempt_uid=r["current_attempt_uid"],
+            failure_count=r["failure_count"],
+            preemption_count=r["preemption_count"],
+            max_retries_failure=spec.get("max_retries_failure", 0),
+            max_retries_preemption=spec.get("max_retries_preemption", 100),
+            started_at=r["started_at"],
+            finished_at=r["finished_at"],
+            exit_code=r["exit_code"],
+            error=r["error"],
+        )
     return out
 
 
 def attempt_snapshots(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> dict[str, AttemptSnapshot]:
     out: dict[str, AttemptSnapshot] = {}
-    for chunk in _chunks(list(attempt_uids)):
-        marks = ",".join("?" * len(chunk))
-        for r in cur.execute(
-            "SELECT attempt_uid, task_id, state, released, stop_reason, started_at, finished_at, exit_code, error"
-            f" FROM attempts WHERE attempt_uid IN ({marks})",
-            chunk,
-        ):
-            out[r[0]] = AttemptSnapshot(
-                attempt_uid=r[0],
-                task_id=r[1],
-                state=TaskState(r[2]),
-                released=bool(r[3]),
-                stop_reason=StopReason(r[4]) if r[4] else None,
-                started_at=r[5],
-                finished_at=r[6],
-                exit_code=r[7],
-                error=r[8],
-            )
+    for r in select_in(
+        cur,
+        "SELECT attempt_uid, task_id, state, released, stop_reason, started_at, finished_at, exit_code, error"
+        " FROM attempts WHERE attempt_uid IN (:ids)",
+        attempt_uids,
+    ):
+        out[r[0]] = AttemptSnapshot(
+            attempt_uid=r[0],
+            task_id=r[1],
+            state=TaskState(r[2]),
+            released=bool(r[3]),
+            stop_reason=StopReason(r[4]) if r[4] else None,
+            started_at=r[5],
+            finished_at=r[6],
+            exit_code=r[7],
+            error=r[8],
+        )
     return out
 
 
 def attempt_workers(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[str, str]:
     """The worker each attempt was placed on (attempts on Kubernetes have none)."""
     out: dict[str, str] = {}
-    for chunk in _chunks(list(attempt_uids)):
-        marks = ",".join("?" * len(chunk))
-        for r in cur.execute(
-            f"SELECT attempt_uid, worker_id FROM attempts WHERE attempt_uid IN ({marks}) AND worker_id IS NOT NULL",
-            chunk,
-        ):
-            out[r[0]] = r[1]
+    for r in select_in(
+        cur,
+        "SELECT attempt_uid, worker_id FROM attempts WHERE attempt_uid IN (:ids) AND worker_id IS NOT NULL",
+        attempt_uids,
+    ):
+        out[r[0]] = r[1]
     return out
 
 
@@ -513,39 +523,36 @@ def insert_attempt(
 
 def next_gang_generations(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, int]:
     out = dict.fromkeys(job_ids, 0)
-    for chunk in _chunks(list(job_ids)):
-        marks = ",".join("?" * len(chunk))
-        for r in cur.execute(
-            "SELECT t.job_id, max(a.gang_generation) FROM attempts a JOIN tasks t ON t.task_id = a.task_id"
-            f" WHERE t.job_id IN ({marks}) AND a.gang_generation IS NOT NULL GROUP BY t.job_id",
-            chunk,
-        ):
-            out[r[0]] = r[1] + 1
+    for r in select_in(
+        cur,
+        "SELECT t.job_id, max(a.gang_generation) FROM attempts a JOIN tasks t ON t.task_id = a.task_id"
+        " WHERE t.job_id IN (:ids) AND a.gang_generation IS NOT NULL GROUP BY t.job_id",
+        job_ids,
+    ):
+        out[r[0]] = r[1] + 1
     return out
 
 
 def gang_of_attempts(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
-    for chunk in _chunks(list(attempt_uids)):
-        marks = ",".join("?" * len(chunk))
-        for r in cur.execute(
-            f"SELECT attempt_uid, gang_generation, gang_size FROM attempts WHERE attempt_uid IN ({marks})"
-            " AND gang_generation IS NOT NULL",
-            chunk,
-        ):
-            out[r[0]] = (r[1], r[2])
+    for r in select_in(
+        cur,
+        "SELECT attempt_uid, gang_generation, gang_size FROM attempts WHERE attempt_uid IN (:ids)"
+        " AND gang_generation IS NOT NULL",
+        attempt_uids,
+    ):
+        out[r[0]] = (r[1], r[2])
     return out
 
 
 def next_attempt_numbers(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str, int]:
     out = dict.fromkeys(task_ids, 0)
-    for chunk in _chunks(list(task_ids)):
-        marks = ",".join("?" * len(chunk))
-        for r in cur.execute(
-            f"SELECT task_id, max(attempt_number) FROM attempts WHERE task_id IN ({marks}) GROUP BY task_id",
-            chunk,
-        ):
-            out[r[0]] = r[1] + 1
+    for r in select_in(
+        cur,
+        "SELECT task_id, max(attempt_number) FROM attempts WHERE task_id IN (:ids) GROUP BY task_id",
+        task_ids,
+    ):
+        out[r[0]] = r[1] + 1
     return out
 
 
@@ -729,6 +736,9 @@ def _db(value: object) -> object:
     return value
 
 
-def _chunks(items: list[str], size: int = 500) -> Iterable[list[str]]:
+def select_in(cur: sqlite3.Cursor, sql: str, ids: Iterable[str], size: int = 500) -> Iterator[sqlite3.Row]:
+    """Run ``sql`` over ``ids`` in chunks SQLite accepts; ``:ids`` in the SQL stands for the IN list."""
+    items = list(ids)
     for i in range(0, len(items), size):
-        yield items[i : i + size]
+        chunk = items[i : i + size]
+        yield from cur.execute(sql.replace(":ids", ",".join("?" * len(chunk))), chunk)

@@ -92,31 +92,3 @@ def job_detail(cur: sqlite3.Cursor, row: store.JobRow) -> JobDetail:
         tasks=tasks,
         children=store.children_of(cur, row.job_id),
     )
-
-
-def pending_reasons_for_jobs(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, str]:
-    """One pending reason per job (from any of its waiting tasks), for list views."""
-    out: dict[str, str] = {}
-    for i in range(0, len(job_ids), 500):
-        chunk = list(job_ids[i : i + 500])
-        marks = ",".join("?" * len(chunk))
-        for r in cur.execute(
-            f"SELECT job_id, max(pending_reason) FROM tasks WHERE job_id IN ({marks}) AND state IN ('PENDING', 'ASSIGNED')"
-            " AND pending_reason IS NOT NULL GROUP BY job_id",
-            chunk,
-        ):
-            out[r[0]] = r[1]
-    return out
-
-
-def counts_for_jobs(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {j: {} for j in job_ids}
-    for i in range(0, len(job_ids), 500):
-        chunk = list(job_ids[i : i + 500])
-        marks = ",".join("?" * len(chunk))
-        for r in cur.execute(
-            f"SELECT job_id, state, count(*) FROM tasks WHERE job_id IN ({marks}) GROUP BY job_id, state",
-            chunk,
-        ):
-            out[r[0]][r[1]] = r[2]
-    return out
