@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from iris.cluster.worker.reconcile import plan_reconcile
+from iris.cluster.worker.reconcile import plan_worker_reconcile
 from iris.rpc.enums import StopReason
 from iris.rpc.models import DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
 
@@ -56,7 +56,7 @@ def stop(uid: str) -> DesiredAttempt:
     ],
 )
 def test_plan_table(desired, local, cached, start, stop_, zombies, missing, observe) -> None:
-    plan = plan_reconcile(desired, local, {uid: spec(uid) for uid in cached})
+    plan = plan_worker_reconcile(desired, local, {uid: spec(uid) for uid in cached})
     assert [s.attempt_uid for s in plan.start] == start
     assert [uid for uid, _ in plan.stop] == stop_
     assert list(plan.zombies) == zombies
@@ -66,14 +66,14 @@ def test_plan_table(desired, local, cached, start, stop_, zombies, missing, obse
 
 def test_inline_specs_are_cached_and_mismatched_specs_rejected() -> None:
     wrong = DesiredAttempt(attempt_uid="a", intent="run", spec=spec("b"))
-    plan = plan_reconcile([run("x", True), wrong], {}, {})
+    plan = plan_worker_reconcile([run("x", True), wrong], {}, {})
     assert [s.attempt_uid for s in plan.cache] == ["x"]
     assert [uid for uid, _ in plan.reject] == ["a"] and "names attempt b" in plan.reject[0][1]
     assert [s.attempt_uid for s in plan.start] == ["x"]
 
 
 def test_a_new_attempt_supersedes_a_live_attempt_of_the_same_task() -> None:
-    plan = plan_reconcile(
+    plan = plan_worker_reconcile(
         [run("old"), run("new", True), run("other")],
         {"old": False, "other": False},
         {},
@@ -81,12 +81,12 @@ def test_a_new_attempt_supersedes_a_live_attempt_of_the_same_task() -> None:
     )
     assert plan.supersede == (("old", "new"),)
     # An attempt already being stopped is not superseded a second time.
-    plan = plan_reconcile([stop("old"), run("new", True)], {"old": False}, {}, {"old": "/u/j/0"})
+    plan = plan_worker_reconcile([stop("old"), run("new", True)], {"old": False}, {}, {"old": "/u/j/0"})
     assert plan.supersede == () and plan.stop == (("old", StopReason.PREEMPTED),)
 
 
 def test_stop_keeps_its_reason() -> None:
-    plan = plan_reconcile([stop("a")], {"a": False}, {})
+    plan = plan_worker_reconcile([stop("a")], {"a": False}, {})
     assert plan.stop == (("a", StopReason.PREEMPTED),)
 
 
@@ -104,7 +104,7 @@ entries = st.builds(
     st.lists(uids, max_size=8),
 )
 def test_plan_properties(desired, local, cached) -> None:
-    plan = plan_reconcile(desired, local, {uid: spec(uid) for uid in cached})
+    plan = plan_worker_reconcile(desired, local, {uid: spec(uid) for uid in cached})
     asked = list(dict.fromkeys(d.attempt_uid for d in desired))
     # Observations: exactly the asked-about uids (once each), then the zombies.
     assert list(plan.observe) == asked + list(plan.zombies)
@@ -117,3 +117,11 @@ def test_plan_properties(desired, local, cached) -> None:
     # Only live attempts are stopped.
     assert all(uid in local and not local[uid] for uid, _ in plan.stop)
     assert plan.desired == frozenset(asked)
+
+
+def test_a_zombie_already_killed_is_not_reported_again_while_it_dies() -> None:
+    plan = plan_worker_reconcile([run("keep")], {"keep": False, "z": False}, {}, killed_zombies={"z"})
+    assert plan.zombies == ()
+    assert list(plan.observe) == ["keep"]
+    asked = plan_worker_reconcile([stop("z")], {"z": False}, {}, killed_zombies={"z"})
+    assert asked.stop == (("z", StopReason.PREEMPTED),) and list(asked.observe) == ["z"]

@@ -3,7 +3,9 @@
 Rules (iris-core §4.2): the request is the COMPLETE desired set. A run intent for a known attempt
 is a no-op; an unknown one starts from the inline spec or the cached one, else it is MISSING. A stop
 intent kills a live attempt (idempotent). A live local attempt absent from the set is a zombie: it is
-killed and reported. Observations cover the attempts asked about plus the zombies, nothing else.
+killed and reported once, in the answer that kills it (a zombie still dying is not reported again:
+the controller never asked about it). Observations cover the attempts asked about plus the new
+zombies, nothing else.
 A newly started attempt supersedes (kills) a live local attempt of the same task: one task never
 runs twice on a worker.
 """
@@ -11,6 +13,7 @@ runs twice on a worker.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from iris.rpc.enums import StopReason
@@ -35,14 +38,16 @@ class ReconcilePlan:
     desired: frozenset[str] = frozenset()
 
 
-def plan_reconcile(
+def plan_worker_reconcile(
     desired: Sequence[DesiredAttempt],
     local_terminal: Mapping[str, bool],
     cached_specs: Mapping[str, RunSpec],
     live_task_ids: Mapping[str, str] | None = None,
+    killed_zombies: AbstractSet[str] = frozenset(),
 ) -> ReconcilePlan:
     """``local_terminal`` maps every attempt the worker knows to whether it has ended;
-    ``live_task_ids`` maps each live local attempt to its task id."""
+    ``live_task_ids`` maps each live local attempt to its task id; ``killed_zombies`` are the
+    zombies an earlier reconcile already killed and reported (their process may still be ending)."""
     cache: list[RunSpec] = []
     start: list[RunSpec] = []
     reject: list[tuple[str, str]] = []
@@ -77,8 +82,9 @@ def plan_reconcile(
             missing.append(uid)
         else:
             start.append(spec)
-    zombies = tuple(uid for uid, terminal in local_terminal.items() if not terminal and uid not in seen)
-    stopping = {uid for uid, _ in stop} | set(zombies)
+    unasked = [uid for uid, terminal in local_terminal.items() if not terminal and uid not in seen]
+    zombies = tuple(uid for uid in unasked if uid not in killed_zombies)
+    stopping = {uid for uid, _ in stop} | set(unasked)
     by_task: dict[str, list[str]] = {}
     for uid, task_id in (live_task_ids or {}).items():
         if uid not in stopping:

@@ -15,7 +15,7 @@ from iris.cluster.runtime import AttemptSnapshot, KillReason, SubprocessRuntime
 from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.health import HealthCache
 from iris.cluster.worker.metrics import CONTENT_TYPE, WorkerMetrics
-from iris.cluster.worker.reconcile import plan_reconcile
+from iris.cluster.worker.reconcile import plan_worker_reconcile
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError
 from iris.rpc.models import (
@@ -53,6 +53,8 @@ class WorkerService:
         self._link = link
         self._lock = threading.Lock()
         self._spec_cache: dict[str, RunSpec] = {}
+        # Zombies killed and reported by an earlier reconcile, while their process trees end.
+        self._killed_zombies: set[str] = set()
 
     def reconcile(self, request: ReconcileRequest) -> ReconcileResponse:
         if request.worker_id != self.worker_id:
@@ -60,11 +62,14 @@ class WorkerService:
                 f"this is worker {self.worker_id}, not {request.worker_id}: the address now belongs to another worker"
             )
         with self._lock:
-            plan = plan_reconcile(
+            local_terminal = self._runtime.terminal_by_uid()
+            self._killed_zombies &= {uid for uid, terminal in local_terminal.items() if not terminal}
+            plan = plan_worker_reconcile(
                 request.attempts,
-                self._runtime.terminal_by_uid(),
+                local_terminal,
                 self._spec_cache,
                 self._runtime.live_task_ids(),
+                self._killed_zombies,
             )
             for spec in plan.cache:
                 self._spec_cache[spec.attempt_uid] = spec
@@ -74,6 +79,7 @@ class WorkerService:
                 self._runtime.kill(old, KillReason.STOP, f"superseded by attempt {new} of the same task")
             for uid in plan.zombies:
                 self._runtime.kill(uid, KillReason.ZOMBIE)
+            self._killed_zombies.update(plan.zombies)
             for uid, error in plan.reject:
                 self._runtime.record_failure(uid, error)
             self._runtime.start_many(plan.start)
