@@ -132,32 +132,27 @@ def controller_start(
     log_file: Path | None,
 ) -> None:
     """Run the controller alone; workers on other machines join with `iris worker start --controller URL`."""
-    from iris.cluster.controller.main import main as controller_main
+    from iris.cluster.controller.main import ControllerOptions, run
 
-    argv = ["--host", host, "--port", str(port), "--state-dir", str(state_dir), "--backend", backend]
-    argv += [
-        "--namespace",
-        namespace,
-        "--queue",
-        queue,
-        "--tick",
-        str(tick),
-        "--worker-grace",
-        str(worker_grace),
-    ]
-    for flag, value in (
-        ("--kubeconfig", kubeconfig),
-        ("--advertise-url", advertise_url),
-        ("--image", image),
-        ("--config", config_path),
-        ("--log-format", log_format),
-        ("--log-file", log_file),
-    ):
-        if value is not None:
-            argv += [flag, str(value)]
+    options = ControllerOptions(
+        host=host,
+        port=port,
+        state_dir=state_dir,
+        backend=backend,
+        kubeconfig=kubeconfig,
+        namespace=namespace,
+        queue=queue,
+        tick=tick,
+        worker_grace=worker_grace,
+        advertise_url=advertise_url,
+        image=image,
+        config=config_path,
+        log_format=log_format,
+        log_file=log_file,
+    )
     err_console.print(f"controller starting on http://{host}:{port} (state in {state_dir})")
     try:
-        controller_main(argv)
+        run(options)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 

@@ -9,6 +9,7 @@ import secrets
 import signal
 import socket
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -193,7 +194,68 @@ def configure_logging(log_format: str | None = None, log_file: Path | None = Non
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+@dataclass(frozen=True)
+class ControllerOptions:
+    """Everything a controller process is started with; parsed once, by argparse or by the CLI."""
+
+    host: str = "127.0.0.1"
+    port: int = 10000
+    state_dir: Path | None = None
+    ready_file: Path | None = None
+    backend: str = "worker"
+    kubeconfig: str | None = None
+    namespace: str = "iris"
+    queue: str = "iris"
+    tick: float = 1.0
+    worker_grace: float = 10.0
+    terminate_slices_on_exit: bool = False
+    advertise_url: str | None = None
+    image: str | None = None
+    config: Path | None = None
+    log_format: str | None = None
+    log_file: Path | None = None
+
+
+def run(options: ControllerOptions) -> None:
+    """Build the controller the options describe and serve it until SIGTERM/SIGINT."""
+    configure_logging(options.log_format, options.log_file)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    config = load_cluster_config(options.config) if options.config else None
+    backend = options.backend
+    tick, grace = options.tick, options.worker_grace
+    if config is not None:
+        backend = "kubernetes" if config.backend.kind == "kubernetes" else backend
+        tick = config.defaults.worker.reconcile_interval_s
+        grace = config.defaults.worker.unreachable_grace_s
+    state_dir = options.state_dir or (
+        config.controller.state_dir if config else Path.home() / ".iris" / "controller"
+    )
+    controller = build_controller(
+        backend=backend,
+        state_dir=Path(state_dir).expanduser(),
+        kubeconfig=options.kubeconfig,
+        namespace=options.namespace,
+        queue=options.queue,
+        tick_interval_s=tick,
+        worker_grace_s=grace,
+        config=config,
+        image=options.image,
+    )
+    try:
+        serve(
+            controller,
+            host=options.host,
+            port=options.port,
+            ready_file=options.ready_file,
+            advertise_url=options.advertise_url,
+            terminate_slices_on_exit=options.terminate_slices_on_exit,
+        )
+    except KeyboardInterrupt:
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
+    """``python -m iris.cluster.controller``: the same options as ``iris controller start``."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -231,41 +293,7 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         help="write logs here instead of stderr, rotated at 20 MB x 5 (or $IRIS_LOG_FILE)",
     )
-    args = parser.parse_args(argv)
-    configure_logging(args.log_format, args.log_file)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    config = load_cluster_config(args.config) if args.config else None
-    backend = args.backend
-    tick, grace = args.tick, args.worker_grace
-    if config is not None:
-        backend = "kubernetes" if config.backend.kind == "kubernetes" else backend
-        tick = config.defaults.worker.reconcile_interval_s
-        grace = config.defaults.worker.unreachable_grace_s
-    state_dir = args.state_dir or (
-        config.controller.state_dir if config else Path.home() / ".iris" / "controller"
-    )
-    controller = build_controller(
-        backend=backend,
-        state_dir=Path(state_dir).expanduser(),
-        kubeconfig=args.kubeconfig,
-        namespace=args.namespace,
-        queue=args.queue,
-        tick_interval_s=tick,
-        worker_grace_s=grace,
-        config=config,
-        image=args.image,
-    )
-    try:
-        serve(
-            controller,
-            host=args.host,
-            port=args.port,
-            ready_file=args.ready_file,
-            advertise_url=args.advertise_url,
-            terminate_slices_on_exit=args.terminate_slices_on_exit,
-        )
-    except KeyboardInterrupt:
-        pass
+    run(ControllerOptions(**vars(parser.parse_args(argv))))
 
 
 if __name__ == "__main__":
