@@ -155,3 +155,12 @@ def open_page(page, base_url: str, hash_route: str, loaded_selector: str) -> Non
     page.goto(f"{base_url}/#{hash_route}")
     page.wait_for_selector("body[data-ready]")
     page.wait_for_selector(loaded_selector)
+
+
+def wait_for_js(page, predicate: str, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll a JS predicate from the test side: Playwright's wait_for_function evaluates a string,
+    which the dashboard's Content-Security-Policy (no 'unsafe-eval') rightly refuses."""
+    expression = predicate if predicate.lstrip().startswith("()") else f"() => ({predicate})"
+    wait_until(
+        lambda: bool(page.evaluate(expression)), timeout=timeout, what=f"the page to satisfy {predicate}"
+    )

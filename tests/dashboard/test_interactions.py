@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from tests.conftest import wait_until
-from tests.dashboard.conftest import SMALL, SeededCluster, open_page, screenshot
+from tests.dashboard.conftest import SMALL, SeededCluster, open_page, screenshot, wait_for_js
 
 from iris.client import Entrypoint
 from iris.rpc.enums import JobState
@@ -47,7 +47,7 @@ def test_log_view_follows_a_running_task(page, seeded: SeededCluster) -> None:
         return ticks.length ? ticks[ticks.length - 1] : -1;
     }"""
     first = page.evaluate(last_tick)
-    page.wait_for_function(f"({last_tick})() >= {first + 5}", timeout=15_000)
+    wait_for_js(page, f"({last_tick})() >= {first + 5}", timeout=15)
     assert page.locator('input[name="follow"]').is_checked()
     assert "following" in page.locator(".log-status").inner_text()
     at_bottom = page.evaluate(
@@ -107,21 +107,22 @@ def test_filters_sort_and_pages(page, seeded: SeededCluster) -> None:
     assert page.locator("tbody tr").count() == 25
     assert page.locator(".pager .range").inner_text() == "1–25 of 30"
     page.click('.pager [data-page="next"]')
-    page.wait_for_function("document.querySelector('.pager .range').textContent === '26–30 of 30'")
+    wait_for_js(page, "document.querySelector('.pager .range').textContent === '26–30 of 30'")
     assert page.locator("tbody tr").count() == 5
     assert "page=2" in page.evaluate("location.hash")
 
     page.click('th [data-sort="job_id"]')
-    page.wait_for_function("document.querySelector('.pager .range').textContent === '1–25 of 30'")
+    wait_for_js(page, "document.querySelector('.pager .range').textContent === '1–25 of 30'")
     ids = page.locator("tbody tr").evaluate_all("rs => rs.map(r => r.dataset.jobId)")
     assert ids == [f"/bulk/bulk-{i:02d}" for i in range(25)], "ascending by id after one click"
     assert "sort=job_id" in page.evaluate("location.hash")
 
     page.fill('input[name="user"]', "alice")
     page.click('.chips [data-state="FAILED"]')
-    page.wait_for_function(
+    wait_for_js(
+        page,
         "() => { const rs = [...document.querySelectorAll('tbody tr')];"
-        " return rs.length === 1 && rs[0].dataset.state === 'FAILED'; }"
+        " return rs.length === 1 && rs[0].dataset.state === 'FAILED'; }",
     )
     assert page.locator("tbody tr").first.get_attribute("data-job-id") == seeded.jobs["broken"]
     assert "state=FAILED" in page.evaluate("location.hash")

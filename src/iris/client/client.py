@@ -50,7 +50,7 @@ def default_job_name(entrypoint: Entrypoint) -> str:
     base = _NAME_SAFE.sub("-", base).strip("-.") or "job"
     if base.isdigit():
         base = f"job-{base}"
-    return f"{base}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(2).hex()}"
+    return f"{base}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(4).hex()}"
 
 
 class IrisClient:

@@ -28,7 +28,41 @@ from iris.rpc.units import parse_bytes, parse_cpu_millicores
 
 
 class WireModel(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # NaN and Infinity are never meaningful quantities, durations or times on the wire.
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
+
+
+# A process's argv and environment share the kernel's ARG_MAX (2 MiB on Linux); a task's own
+# command line and variables may use half, leaving room for what the runtime adds.
+MAX_ARGV_ENV_BYTES = 1 << 20
+# Pip requirement specifiers: a name, extras, version pins and markers; never an option.
+MAX_PIP_PACKAGES = 256
+
+
+def _check_text(what: str, value: str) -> None:
+    if "\0" in value:
+        raise ValueError(f"{what} contains a NUL character, which no process can receive")
+
+
+def _strings_size(values: list[str]) -> int:
+    return sum(len(v.encode("utf-8", "surrogateescape")) + 1 for v in values)
+
+
+def _env_size(env: dict[str, str]) -> int:
+    return sum(
+        len(k.encode("utf-8", "surrogateescape")) + len(v.encode("utf-8", "surrogateescape")) + 2
+        for k, v in env.items()
+    )
+
+
+def _check_env(env: dict[str, str]) -> dict[str, str]:
+    for key, value in env.items():
+        if not key or "=" in key or "\0" in key:
+            raise ValueError(f"bad environment variable name {key!r}")
+        _check_text(f"environment variable {key}", value)
+    if _env_size(env) > MAX_ARGV_ENV_BYTES:
+        raise ValueError(f"the environment is over {MAX_ARGV_ENV_BYTES} bytes")
+    return env
 
 
 # ---------------------------------------------------------------- specs
@@ -83,6 +117,10 @@ class Entrypoint(WireModel):
     def _check(self) -> Entrypoint:
         if self.kind == "command" and not self.argv:
             raise ValueError("the command is empty: give a program to run")
+        for arg in self.argv:
+            _check_text("the command", arg)
+        if _strings_size(self.argv) > MAX_ARGV_ENV_BYTES:
+            raise ValueError(f"the command line is over {MAX_ARGV_ENV_BYTES} bytes")
         if self.kind == "callable" and not self.callable_b64:
             raise ValueError("a callable entrypoint needs its pickled payload")
         return self
@@ -172,8 +210,25 @@ class CoschedulingConfig(WireModel):
 
 
 class EnvironmentSpec(WireModel):
-    pip_packages: list[str] = Field(default_factory=list)
+    pip_packages: list[str] = Field(default_factory=list, max_length=MAX_PIP_PACKAGES)
     env_vars: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("pip_packages")
+    @classmethod
+    def _requirements_only(cls, packages: list[str]) -> list[str]:
+        """Each entry is one requirement; an option (``--index-url``, ``-e``) would steer the installer."""
+        for package in packages:
+            text = package.strip()
+            if not text or len(text) > 512:
+                raise ValueError(f"bad pip package {package!r}: give a requirement such as numpy==2.1")
+            if text.startswith("-") or any(c in text for c in "\0\n\r"):
+                raise ValueError(f"pip package {package!r} is not a requirement (options are not accepted)")
+        return packages
+
+    @field_validator("env_vars")
+    @classmethod
+    def _env(cls, env: dict[str, str]) -> dict[str, str]:
+        return _check_env(env)
 
 
 class JobSpec(WireModel):
@@ -204,10 +259,7 @@ class JobSpec(WireModel):
     @field_validator("env")
     @classmethod
     def _env_keys(cls, env: dict[str, str]) -> dict[str, str]:
-        for key in env:
-            if not key or "=" in key or "\0" in key:
-                raise ValueError(f"bad environment variable name {key!r}")
-        return env
+        return _check_env(env)
 
 
 # ---------------------------------------------------------------- status views

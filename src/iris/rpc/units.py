@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _MEMORY_UNITS = {
@@ -32,6 +33,8 @@ def parse_bytes(value: int | float | str) -> int:
     if isinstance(value, bool):
         raise ValueError(f"not a size: {value!r}")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a size: {value!r} (a size must be a finite number)")
         if value < 0:
             raise ValueError(f"size must not be negative: {value!r}")
         return int(value)
@@ -46,6 +49,8 @@ def parse_cpu_millicores(value: int | float | str) -> int:
     if isinstance(value, bool):
         raise ValueError(f"not a cpu amount: {value!r}")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a cpu amount: {value!r} (cpu must be a finite number)")
         if value < 0:
             raise ValueError(f"cpu must not be negative: {value!r}")
         return round(value * 1000)
@@ -54,7 +59,10 @@ def parse_cpu_millicores(value: int | float | str) -> int:
         if text.endswith("m"):
             millis = int(text[:-1])
         else:
-            millis = round(float(text) * 1000)
+            cores = float(text)
+            if not math.isfinite(cores):
+                raise ValueError(text)
+            millis = round(cores * 1000)
     except ValueError:
         raise ValueError(f"not a cpu amount: {value!r} (use e.g. 1, 0.5 or 500m)") from None
     if millis < 0:

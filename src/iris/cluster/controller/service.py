@@ -23,6 +23,7 @@ from iris.cluster.controller import store, views
 from iris.cluster.controller.auth import Principal
 from iris.cluster.controller.backend import BackendKind, dashboard_backend_descriptor
 from iris.cluster.controller.controller import Controller
+from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
 from iris.cluster.types import JobName
 from iris.rpc.enums import TaskState
@@ -102,6 +103,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             await self.inner(scope, receive, send)
 
     app.add_middleware(_Authenticate)
+    app.add_middleware(HttpGuard)  # outermost: bounds every body before anything reads it
 
     def who() -> Principal:
         return _principal.get()
