@@ -12,9 +12,22 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.text import Text
 
 from iris.cli.completion import completion
-from iris.cli.output import ago, console, duration, err_console, print_json, resources_text, styled, table
+from iris.cli.output import (
+    ago,
+    clean,
+    console,
+    duration,
+    err_console,
+    line,
+    print_json,
+    resources_text,
+    safe_line,
+    styled,
+    table,
+)
 from iris.cli.progress import follow_job
 from iris.rpc.errors import IrisError
 from iris.rpc.units import format_bytes, parse_bytes, parse_cpu_millicores
@@ -157,6 +170,17 @@ def controller_start(
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
 
 
+def _counts_line(label: str, counts: dict[str, int]) -> Text:
+    out = Text(label)
+    for i, (state, n) in enumerate(sorted(counts.items())):
+        out.append(", " if i else "")
+        out.append_text(styled(state))
+        out.append(f" {n}")
+    if not counts:
+        out.append("none")
+    return out
+
+
 def _install_sigterm() -> None:
     def _raise(*_: object) -> None:
         raise KeyboardInterrupt
@@ -247,7 +271,7 @@ def cluster_start(
     _install_sigterm()
     try:
         lc.start()
-        console.print(f"[bold]Iris local cluster[/bold] ({backend} backend) is up")
+        console.print(line(("Iris local cluster", "bold"), f" ({backend} backend) is up"))
         console.print(f"  controller: {lc.url}")
         console.print(f"  dashboard:  {lc.url}/")
         if backend == "worker":
@@ -288,23 +312,19 @@ def cluster_status(obj: Ctx, as_json: bool) -> None:
         print_json(status)
         return
     console.print(
-        f"[bold]{status.display_name}[/bold]  kind={status.kind}  id={status.backend_id}  version={status.version}"
+        line(
+            (clean(status.display_name), "bold"),
+            f"  kind={status.kind}  id={status.backend_id}  version={status.version}",
+        )
     )
-    console.print(f"capabilities: {', '.join(status.capabilities)}")
+    console.print(line(f"capabilities: {', '.join(status.capabilities)}"))
     console.print(
         f"uptime: {duration(time.time() - status.uptime_s, None)}   dashboard: {status.dashboard_url}"
     )
-    console.print(
-        "jobs:    "
-        + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.jobs_by_state.items())) or "none")
-    )
-    console.print(
-        "tasks:   "
-        + (", ".join(f"{styled(k)} {v}" for k, v in sorted(status.tasks_by_state.items())) or "none")
-    )
+    console.print(_counts_line("jobs:    ", status.jobs_by_state))
+    console.print(_counts_line("tasks:   ", status.tasks_by_state))
     if status.kind == "worker-daemon":
-        counts = ", ".join(f"{styled(k)} {v}" for k, v in sorted(status.workers_by_status.items()))
-        console.print("workers: " + (counts or "none"))
+        console.print(_counts_line("workers: ", status.workers_by_status))
     if "autoscaler" in status.capabilities:
         with obj.client() as client:
             view = client.http.request("GET", "/api/v1/autoscaler")
@@ -334,10 +354,13 @@ def cluster_status(obj: Ctx, as_json: bool) -> None:
         console.print(t)
         recent = view.get("actions", [])[-8:]
         if recent:
-            console.print("\n[bold]recent scaling actions[/bold]")
+            console.print()
+            console.print(line(("recent scaling actions", "bold")))
             for a in recent:
                 console.print(
-                    f"  {ago(a['ts']):>8}  {a['group']}  {a['action']} {a.get('slice_id') or ''}: {a.get('reason', '')}"
+                    line(
+                        f"  {ago(a['ts']):>8}  {a['group']}  {a['action']} {a.get('slice_id') or ''}: {a.get('reason', '')}"
+                    )
                 )
 
 
@@ -476,6 +499,11 @@ def job_run(
 
     if not command or not command[0].strip():
         raise click.UsageError("the command is empty: put it after --, e.g. iris job run -- echo hello")
+    for i, arg in enumerate(command):
+        if any("\udc80" <= ch <= "\udcff" for ch in arg):
+            raise click.UsageError(
+                f"argument {i + 1} of the command ({clean(arg)!r}) is not valid UTF-8; Iris carries commands as text"
+            )
     _check_quantities(cpu, memory, disk)
     res_kwargs: dict[str, Any] = {"cpu": cpu, "memory": memory}
     if disk:
@@ -503,14 +531,14 @@ def job_run(
         if as_json:
             print_json(result)
         else:
-            console.print(result.summary)
+            console.print(line(result.summary))
             for p in result.placements:
-                console.print(f"  task {p['task_id'].rsplit('/', 1)[-1]} -> {p['worker_id']}")
+                console.print(line(f"  task {p['task_id'].rsplit('/', 1)[-1]} -> {p['worker_id']}"))
         sys.exit(0 if result.would_place else 1)
     if local:
         from iris.client import IrisClient
 
-        err_console.print("[dim]starting a local cluster...[/dim]")
+        err_console.print(line(("starting a local cluster...", "dim")))
         with IrisClient.local(workers=workers, port=0) as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, no_wait=False, as_json=as_json, detach_ok=False,
@@ -541,16 +569,20 @@ def _run_and_follow(
         bundle_id = bundle.bundle_id
         how = "uploaded" if uploaded else "already on the controller"
         err_console.print(
-            f"[dim]workspace {workspace}: {bundle.file_count} files, {len(bundle.data)} bytes, "
-            f"bundle {bundle_id[:12]} {how}[/dim]",
-            highlight=False,
+            line(
+                (
+                    f"workspace {clean(workspace)}: {bundle.file_count} files, {len(bundle.data)} bytes, "
+                    f"bundle {bundle_id[:12]} {how}",
+                    "dim",
+                )
+            )
         )
     job = client.submit(entrypoint, bundle_id=bundle_id, **submit_kwargs)
     if no_wait:
         if as_json:
             print_json({"job_id": job.job_id})
         else:
-            console.print(job.job_id)
+            console.print(line(job.job_id))
         return 0
     # Job id and dashboard link first, then the output (with a live status on a terminal);
     # Ctrl-C stops the job, a second Ctrl-C detaches (see cli/progress.py).
@@ -583,11 +615,11 @@ def job_list(obj: Ctx, states: Sequence[str], user: str | None, limit: int, as_j
             counts,
             ago(j.submitted_at),
             duration(j.started_at, j.finished_at),
-            j.entrypoint[:60],
+            j.entrypoint,
         )
     console.print(t)
     if jobs.total > len(jobs.jobs):
-        console.print(f"[dim]showing {len(jobs.jobs)} of {jobs.total}; use --limit[/dim]")
+        console.print(line((f"showing {len(jobs.jobs)} of {jobs.total}; use --limit", "dim")))
 
 
 def _job_id(value: str) -> str:
@@ -607,10 +639,15 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
         print_json(detail)
         return
     console.print(
-        f"[bold]{detail.job_id}[/bold]  {styled(detail.state.value)}  priority={detail.priority.value.lower()}  user={detail.user}"
+        line(
+            (clean(detail.job_id), "bold"),
+            "  ",
+            styled(detail.state.value),
+            f"  priority={detail.priority.value.lower()}  user={detail.user}",
+        )
     )
     res = detail.spec.resources
-    console.print(f"command: {detail.entrypoint}")
+    console.print(line("command: ", detail.entrypoint))
     console.print(
         f"resources: {resources_text(res.cpu_millicores, res.memory_bytes)} × {detail.replicas} task(s)"
     )
@@ -620,9 +657,9 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
     if detail.exit_code is not None:
         console.print(f"exit code: {detail.exit_code}")
     if detail.error:
-        console.print(f"[red]error:[/red] {detail.error}")
+        console.print(line(("error:", "red"), " ", Text(clean(detail.error, one_line=False))))
     if detail.children:
-        console.print("sub-jobs: " + ", ".join(detail.children))
+        console.print(line("sub-jobs: " + ", ".join(detail.children)))
     t = table("TASK", "STATE", "WORKER", "ATTEMPTS", "EXIT", "DETAIL")
     for task in detail.tasks:
         info = task.pending_reason or task.error or ""
@@ -709,17 +746,17 @@ def job_logs(
         def emit(line: Any) -> None:
             text = f"[task {line.task_index}] {line.line}" if multi else line.line
             stream = sys.stderr if line.stream == "stderr" else sys.stdout
-            stream.write(text + "\n")
+            stream.write(safe_line(text) + "\n")
             stream.flush()
 
         try:
             lines, offsets = job.read_logs()
-            for line in select_lines(filter(shown, lines), since=since_ts, tail=tail):
-                emit(line)
+            for log_line in select_lines(filter(shown, lines), since=since_ts, tail=tail):
+                emit(log_line)
             if follow:
-                for line in job.follow_lines(start=offsets):
-                    if shown(line) and (since_ts is None or line.ts >= since_ts):
-                        emit(line)
+                for log_line in job.follow_lines(start=offsets):
+                    if shown(log_line) and (since_ts is None or log_line.ts >= since_ts):
+                        emit(log_line)
         except KeyboardInterrupt:
             pass
 
@@ -754,7 +791,9 @@ def job_ps(obj: Ctx, job_id: str, task_index: int, as_json: bool) -> None:
         print_json(status)
         return
     if status.get("kind") == "process":
-        console.print(f"attempt {status['attempt_uid']} on {status['target']}: {styled(status['state'])}")
+        console.print(
+            line(f"attempt {status['attempt_uid']} on {status['target']}: ", styled(status["state"]))
+        )
         t = table("PID", "PPID", "STATUS", "RSS", "CPU s", "COMMAND")
         for p in status.get("processes", []):
             t.add_row(
@@ -778,7 +817,7 @@ def job_stop(obj: Ctx, job_ids: Sequence[str]) -> None:
     with obj.client() as client:
         for jid in job_ids:
             state = client.job(_job_id(jid)).kill()
-            console.print(f"{_job_id(jid)}: {styled(state.value)}")
+            console.print(line(f"{_job_id(jid)}: ", styled(state.value)))
 
 
 # ---------------------------------------------------------------- workers and kubernetes
@@ -842,12 +881,12 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except IrisError as exc:
-        err_console.print(f"[red]error:[/red] {exc.message}", highlight=False)
+        err_console.print(line(("error:", "red"), " ", exc.message))
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
     except ValueError as exc:
-        err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+        err_console.print(line(("error:", "red"), " ", str(exc)))
         sys.exit(2)
 
 

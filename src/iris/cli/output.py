@@ -1,9 +1,16 @@
-"""Rendering for people (rich tables) and for scripts (--json)."""
+"""Rendering for people (rich tables) and for scripts (--json).
+
+User text (commands, names, errors, log lines, pending reasons) is printed verbatim: the consoles
+interpret no markup, highlight nothing and replace no emoji codes; our own styling is passed as
+``Text`` objects. In tables and one-line fields, user text goes through ``clean``: terminal escape
+sequences are removed, control characters made visible and undecodable bytes shown as U+FFFD.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from typing import Any
@@ -11,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from iris.rpc.units import format_bytes, format_cpu
 
@@ -22,8 +30,75 @@ def _width(stream: object) -> int | None:
     return int(os.environ.get("COLUMNS", "200"))
 
 
-console = Console(soft_wrap=True, width=_width(sys.stdout))
-err_console = Console(stderr=True, soft_wrap=True, width=_width(sys.stderr))
+def _console(stderr: bool) -> Console:
+    return Console(
+        stderr=stderr,
+        soft_wrap=True,
+        width=_width(sys.stderr if stderr else sys.stdout),
+        markup=False,
+        highlight=False,
+        emoji=False,
+    )
+
+
+console = _console(stderr=False)
+err_console = _console(stderr=True)
+
+# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), and the other two-byte escapes.
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# What a line break becomes in one-line text.
+NEWLINE_MARK = " ↵ "
+
+
+def clean(text: object, *, one_line: bool = True) -> str:
+    """User text made safe to show: no escape sequences, visible controls, valid Unicode.
+
+    ``\\r\\n`` and lone ``\\r`` count as line breaks; with ``one_line`` every break becomes ``↵``.
+    """
+    s = str(text)
+    # Undecodable bytes (surrogate escapes from argv, lone surrogates) become U+FFFD.
+    s = s.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if _has_surrogate(s) else s
+    s = _ANSI.sub("", s).replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
+    s = _CONTROL.sub("\N{REPLACEMENT CHARACTER}", s)
+    if one_line:
+        s = NEWLINE_MARK.join(part for part in s.split("\n")) if "\n" in s else s
+    return s
+
+
+def _has_surrogate(s: str) -> bool:
+    return any("\ud800" <= ch <= "\udfff" for ch in s)
+
+
+def safe_line(text: str) -> str:
+    """A log line for a stream as is (escapes kept for colour), only made encodable."""
+    if _has_surrogate(text):
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text
+
+
+def plain(text: object, style: str = "") -> Text:
+    """A one-line ``Text`` of user text: never markup, never highlighted."""
+    return Text(clean(text), style=style)
+
+
+def styled(state: str) -> Text:
+    """A state name in its colour."""
+    return Text(state, style=STATE_STYLE.get(state, ""))
+
+
+def line(*parts: str | Text | tuple[str, str]) -> Text:
+    """Assemble one printable line: ``str`` parts are user text (cleaned), ``(text, style)`` ours."""
+    out = Text()
+    for p in parts:
+        if isinstance(p, Text):
+            out.append_text(p)
+        elif isinstance(p, tuple):
+            out.append(p[0], style=p[1])
+        else:
+            out.append(clean(p))
+    return out
+
 
 STATE_STYLE = {
     "SUCCEEDED": "green",
@@ -48,11 +123,6 @@ def print_json(data: Any) -> None:
         sys.stdout.write(data.model_dump_json(indent=2) + "\n")
     else:
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
-
-
-def styled(state: str) -> str:
-    style = STATE_STYLE.get(state)
-    return f"[{style}]{state}[/{style}]" if style else state
 
 
 def ago(ts: float | None) -> str:
@@ -83,10 +153,27 @@ def resources_text(cpu_millicores: int, memory_bytes: int) -> str:
     return f"{format_cpu(cpu_millicores)} cpu, {format_bytes(memory_bytes)}"
 
 
-def table(*columns: str, title: str | None = None) -> Table:
-    """A borderless table; every column but the last keeps to one line, the last one folds."""
-    t = Table(title=title, header_style="bold", box=None, pad_edge=False)
+class PlainTable(Table):
+    """A table whose ``str`` cells are user text: cleaned to one line, never read as markup."""
+
+    def add_row(self, *cells: Any, **kwargs: Any) -> None:
+        super().add_row(*(_cell(c) for c in cells), **kwargs)
+
+
+def _cell(value: Any) -> Any:
+    text = plain(value) if isinstance(value, str) else value
+    if isinstance(text, Text):
+        text.no_wrap, text.overflow = True, "ellipsis"
+    return text
+
+
+def table(*columns: str, title: str | None = None) -> PlainTable:
+    """A borderless table; every cell keeps to one line, cut with an ellipsis when too long.
+
+    The last column gives way first when the table is wider than the terminal (Rich narrows
+    wrappable columns before the others; its cells still never wrap).
+    """
+    t = PlainTable(title=title, header_style="bold", box=None, pad_edge=False)
     for i, c in enumerate(columns):
-        last = i == len(columns) - 1
-        t.add_column(c, overflow="fold" if last else "ellipsis", no_wrap=not last)
+        t.add_column(c, overflow="ellipsis", no_wrap=i < len(columns) - 1)
     return t

@@ -24,7 +24,7 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
-from iris.cli.output import err_console
+from iris.cli.output import clean, err_console, line, safe_line
 from iris.rpc.enums import JobState, TaskState
 from iris.rpc.models import JobDetail, TaskStatus
 
@@ -113,18 +113,18 @@ class LiveStatus:
     def update(self, detail: JobDetail) -> None:
         lines = status_lines(detail, time.time())
         self._spinner.update(text=Text(lines[0], style="dim"))
-        self._reason.plain = lines[1] if len(lines) > 1 else ""
+        self._reason.plain = clean(lines[1]) if len(lines) > 1 else ""
 
     def write(self, text: str, stream: TextIO) -> None:
         """A line of job output: above the status when it goes to the same terminal, else as is."""
         if stream.isatty():
-            self._live.console.print(Text.from_ansi(text), soft_wrap=True, highlight=False)
+            self._live.console.print(Text.from_ansi(safe_line(text)), soft_wrap=True, highlight=False)
         else:
             _write(text, stream)
 
 
 def _write(text: str, stream: TextIO) -> None:
-    stream.write(text + "\n")
+    stream.write(safe_line(text) + "\n")
     stream.flush()
 
 
@@ -141,8 +141,8 @@ def follow_job(
 
     ``live`` forces the status line on or off (default: on when ``console`` is a terminal).
     """
-    console.print(f"job {job.job_id}", highlight=False)
-    console.print(f"dashboard: {dashboard_link(controller_url, job.job_id)}", highlight=False, soft_wrap=True)
+    console.print(line(f"job {job.job_id}"))
+    console.print(line(f"dashboard: {dashboard_link(controller_url, job.job_id)}"), soft_wrap=True)
     status = LiveStatus(console) if (console.is_terminal if live is None else live) else None
     try:
         if status is not None:
@@ -156,14 +156,14 @@ def follow_job(
     code = job.exit_code()
     if detail.state is not JobState.SUCCEEDED:
         reason = detail.error or detail.state.value.lower()
-        console.print(f"[red]job {job.job_id} {detail.state.value}[/red]: {reason}", highlight=False)
+        console.print(line((f"job {clean(job.job_id)} {detail.state.value}", "red"), ": ", reason))
     return code
 
 
 def _stream(job: Job, multi: bool, status: LiveStatus | None) -> None:
-    for line in job.follow_lines(on_detail=status.update if status is not None else None):
-        text = f"[task {line.task_index}] {line.line}" if multi else line.line
-        stream = sys.stderr if line.stream == "stderr" else sys.stdout
+    for log_line in job.follow_lines(on_detail=status.update if status is not None else None):
+        text = f"[task {log_line.task_index}] {log_line.line}" if multi else log_line.line
+        stream = sys.stderr if log_line.stream == "stderr" else sys.stdout
         if status is not None:
             status.write(text, stream)
         else:
