@@ -99,7 +99,8 @@ def test_registers_with_capacity_attributes_and_address(tmp_path: Path, controll
         assert reg.worker_id == "w-test" and reg.address == proc.address
         assert reg.capacity.cpu_millicores == 500 and reg.capacity.memory_bytes == 4 * 1000**3
         assert reg.capacity.device is not None and reg.capacity.device.count == 2
-        assert reg.attributes == {"zone": "us-a", "pool": "x"}
+        # --device also advertises device-type/-variant, so constraints can name them.
+        assert reg.attributes == {"zone": "us-a", "pool": "x", "device-type": "gpu", "device-variant": "a100"}
         assert (reg.slice_id, reg.scale_group) == ("slice-1", "cpu-small")
         assert proc.http.get("/healthz").json() == {"worker_id": "w-test", "ok": True}
     finally:

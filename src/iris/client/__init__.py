@@ -2,6 +2,7 @@
 
 from iris.client.client import IrisClient
 from iris.client.context import IrisContext, iris_ctx
+from iris.client.distributed import Distributed, distributed
 from iris.client.job import Job, JobTimeout
 from iris.client.local_cluster import LocalCluster
 from iris.rpc.enums import JobState, PriorityBand, TaskState
@@ -18,6 +19,7 @@ __all__ = [
     "Constraint",
     "CoschedulingConfig",
     "DeviceSpec",
+    "Distributed",
     "Entrypoint",
     "EnvironmentSpec",
     "IrisClient",
@@ -29,5 +31,6 @@ __all__ = [
     "PriorityBand",
     "ResourceSpec",
     "TaskState",
+    "distributed",
     "iris_ctx",
 ]

@@ -37,11 +37,14 @@ def build_attempt_env(
             "IRIS_JOB_ID": spec.job_id,
             "IRIS_TASK_ID": spec.task_id,
             "IRIS_TASK_INDEX": str(spec.task_index),
+            "IRIS_NUM_TASKS": str(spec.replicas),
             "IRIS_ATTEMPT_UID": spec.attempt_uid,
             "IRIS_ATTEMPT_NUMBER": str(spec.attempt_number),
             "IRIS_WORKER_ID": worker_id,
         }
     )
+    if spec.gang_generation is not None:
+        env["IRIS_GANG_GENERATION"] = str(spec.gang_generation)
     for name, port in ports.items():
         env[port_env_name(name)] = str(port)
     return env

@@ -105,6 +105,18 @@ class Preparer(Protocol):
         ...
 
 
+class DeviceBroker(Protocol):
+    """Gives each attempt its own accelerators (as environment variables) until it is released."""
+
+    def acquire(self, spec: RunSpec) -> Mapping[str, str]:
+        """The env that gives the attempt its devices; raises (one sentence) when they are not free."""
+        ...
+
+    def release(self, attempt_uid: str) -> None:
+        """Idempotent: the attempt's process tree is gone (or never started)."""
+        ...
+
+
 class _Attempt:
     """Mutable record of one attempt; fields are guarded by the runtime's lock."""
 
@@ -168,6 +180,7 @@ class SubprocessRuntime:
         monitor_interval_s: float = 0.15,
         keep_finished: int = 2000,
         preparer: Preparer | None = None,
+        devices: DeviceBroker | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.attempts_dir = self.state_dir / "attempts"
@@ -183,6 +196,7 @@ class SubprocessRuntime:
         self._monitor_interval_s = monitor_interval_s
         self._keep_finished = keep_finished
         self._preparer = preparer
+        self._devices = devices
         self._boot_id = boot_id()
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -455,6 +469,8 @@ class SubprocessRuntime:
             env.update(preparation.env)
             if preparation.path_prepend:
                 env["PATH"] = os.pathsep.join([*preparation.path_prepend, env.get("PATH", os.defpath)])
+        if self._devices is not None:
+            env.update(self._devices.acquire(spec))  # released with the attempt, on every path
         attempt.env = env
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -518,6 +534,7 @@ class SubprocessRuntime:
         if attempt.log is not None:
             attempt.log.system(f"attempt {outcome.state.value} before it started: {outcome.error}")
             attempt.log.close()
+        self._release_devices(attempt.uid)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, None, outcome.error
             attempt.finished_at = time.time()
@@ -536,6 +553,7 @@ class SubprocessRuntime:
         else:
             code = None
         error = error or f"could not start the process: {exc}"
+        self._release_devices(attempt.uid)
         if attempt.log is not None:
             attempt.log.system(error)
             attempt.log.close()
@@ -625,8 +643,16 @@ class SubprocessRuntime:
 
     def _release_locked(self, attempt: _Attempt) -> None:
         """Mark released (the caller has removed the pid record, outside the lock)."""
+        self._release_devices(attempt.uid)
         attempt.released = True
         self._retained.append(attempt.uid)
+
+    def _release_devices(self, attempt_uid: str) -> None:
+        if self._devices is not None:
+            try:
+                self._devices.release(attempt_uid)
+            except Exception:
+                logger.exception("releasing the devices of attempt %s failed", attempt_uid)
 
     # ------------------------------------------------------------------ killing
 

@@ -36,6 +36,9 @@ class WorkerConfig:
     memory_bytes: int | None = None
     disk_bytes: int | None = None
     device: DeviceSpec | None = None
+    # Look for GPUs/TPUs when no --device is given; ``--device none`` turns detection off.
+    detect_devices: bool = True
+    device_dir: Path | None = None  # where TPU chip device files live (default /dev; tests point elsewhere)
     attributes: Mapping[str, str] = field(default_factory=dict)
     slice_id: str | None = None
     scale_group: str | None = None
@@ -86,6 +89,8 @@ def build_worker_config(
         ) from None
     if reregister <= 0:
         raise WorkerConfigError(f"--reregister-after must be positive, got {reregister_after!r}")
+    no_device = device is not None and device.strip().lower() == "none"
+    device_dir = env.get("IRIS_DEVICE_DIR")
     attributes = _parse_attributes(env.get("IRIS_WORKER_ATTRIBUTES", "").split(","), "IRIS_WORKER_ATTRIBUTES")
     attributes.update(_parse_attributes(attrs, "--attr"))
     return WorkerConfig(
@@ -96,7 +101,9 @@ def build_worker_config(
         cpu_millicores=_quantity(cpu, "--cpu", parse_cpu_millicores, "e.g. 4, 0.5 or 500m"),
         memory_bytes=_quantity(memory, "--memory", parse_bytes, "e.g. 4GB or 512Mi"),
         disk_bytes=_quantity(disk, "--disk", parse_bytes, "e.g. 100GB"),
-        device=_parse_device(device) if device else None,
+        device=_parse_device(device) if device and not no_device else None,
+        detect_devices=not no_device,
+        device_dir=Path(device_dir) if device_dir else None,
         attributes=attributes,
         slice_id=slice_id,
         scale_group=scale_group,
@@ -130,7 +137,9 @@ def _parse_attributes(items: Iterable[str], source: str) -> dict[str, str]:
 def _parse_device(text: str) -> DeviceSpec:
     parts = text.split(":")
     if len(parts) != 3 or not parts[0]:
-        raise WorkerConfigError(f"--device {text!r} must look like type:variant:count, e.g. gpu:a100:8")
+        raise WorkerConfigError(
+            f"--device {text!r} must look like type:variant:count, e.g. gpu:a100:8 or tpu:v5litepod-8:8 (or none)"
+        )
     kind, variant, count = parts
     if not count.isdigit() or not 0 < int(count) <= 1024:
         raise WorkerConfigError(f"--device {text!r} needs a count between 1 and 1024")
@@ -149,8 +158,9 @@ def default_state_dir(worker_id: str) -> Path:
     return Path.home() / ".iris" / "workers" / worker_id
 
 
-def worker_capacity(config: WorkerConfig, state_dir: Path) -> ResourceSpec:
-    """Flags win; otherwise all cores, all RAM, and the free disk of the state dir."""
+def worker_capacity(config: WorkerConfig, state_dir: Path, device: DeviceSpec | None = None) -> ResourceSpec:
+    """Flags win; otherwise all cores, all RAM, and the free disk of the state dir. ``device`` is
+    what detection found (or the --device flag, refined by detection)."""
     return ResourceSpec(
         cpu_millicores=config.cpu_millicores
         if config.cpu_millicores is not None
@@ -161,5 +171,5 @@ def worker_capacity(config: WorkerConfig, state_dir: Path) -> ResourceSpec:
         disk_bytes=config.disk_bytes
         if config.disk_bytes is not None
         else psutil.disk_usage(str(state_dir)).free,
-        device=config.device,
+        device=device if device is not None else config.device,
     )

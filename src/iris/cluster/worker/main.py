@@ -23,6 +23,7 @@ from iris.cluster.worker.config import (
     worker_capacity,
 )
 from iris.cluster.worker.controller_link import ControllerLink
+from iris.cluster.worker.devices import DeviceBroker, device_attributes, resolve_devices
 from iris.cluster.worker.health import HealthCache
 from iris.cluster.worker.metrics import Phase, WorkerMetrics
 from iris.cluster.worker.prepare import AttemptPreparer
@@ -102,14 +103,25 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     except OSError as exc:
         sock.close()
         raise WorkerConfigError(f"cannot create the state dir {state_dir}: {exc.strerror or exc}") from None
-    capacity = worker_capacity(config, state_dir)
+    inventory = resolve_devices(config.device, config.detect_devices, device_dir=config.device_dir)
+    if inventory is not None:
+        logger.info(
+            "offering %d %s devices%s: indices %s",
+            inventory.count,
+            inventory.type,
+            f" ({inventory.variant})" if inventory.variant else "",
+            ",".join(str(i) for i in inventory.indices),
+            extra={"worker_id": worker_id},
+        )
+    capacity = worker_capacity(config, state_dir, inventory.spec() if inventory is not None else None)
+    attributes = {**device_attributes(inventory), **config.attributes}
 
     def register_request() -> RegisterRequest:
         return RegisterRequest(
             worker_id=worker_id,
             address=address,
             capacity=capacity,
-            attributes=dict(config.attributes),
+            attributes=attributes,
             slice_id=config.slice_id,
             scale_group=config.scale_group,
         )
@@ -139,6 +151,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         controller_url=config.controller_url,
         on_change=attempt_changed,
         preparer=AttemptPreparer(state_dir, config.controller_url, token=token),
+        devices=DeviceBroker(inventory) if inventory is not None else None,
     )
     if runtime.leftovers_killed:
         logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))

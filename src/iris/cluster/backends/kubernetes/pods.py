@@ -212,6 +212,8 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
             "IRIS_ATTEMPT_NUMBER": str(spec.attempt_number),
         }
     )
+    if spec.gang_generation is not None:
+        env["IRIS_GANG_GENERATION"] = str(spec.gang_generation)
     if spec.entrypoint.kind == "callable":
         env[CALLABLE_ENV] = spec.entrypoint.callable_b64 or ""
     if spec.bundle_id:
