@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from iris.rpc.enums import PriorityBand
@@ -9,6 +11,39 @@ from iris.rpc.enums import PriorityBand
 
 def default_priority_classes() -> dict[PriorityBand, str]:
     return {band: f"iris-{band.value.lower()}" for band in PriorityBand}
+
+
+class Toleration(BaseModel):
+    """A pod toleration, as Kubernetes spells it (``tolerationSeconds`` is left out on purpose)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    key: str | None = Field(default=None, max_length=316)
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = Field(default=None, max_length=63)
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    def manifest(self) -> dict[str, str]:
+        return self.model_dump(exclude_none=True)
+
+
+def default_device_tolerations() -> dict[str, list[Toleration]]:
+    """The taints GKE (and the NVIDIA GPU operator) put on accelerator node pools."""
+    return {
+        "gpu": [Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+        "tpu": [Toleration(key="google.com/tpu", operator="Exists", effect="NoSchedule")],
+    }
+
+
+def default_tpu_accelerators() -> dict[str, str]:
+    """TPU generation (the variant's prefix, as in ``v5litepod-8``) -> GKE's accelerator label value."""
+    return {
+        "v4": "tpu-v4-podslice",
+        "v5e": "tpu-v5-lite-podslice",
+        "v5litepod": "tpu-v5-lite-podslice",
+        "v5p": "tpu-v5p-slice",
+        "v6e": "tpu-v6e-slice",
+    }
 
 
 class KubernetesBackendConfig(BaseModel):
@@ -36,6 +71,10 @@ class KubernetesBackendConfig(BaseModel):
     device_resources: dict[str, str] = Field(
         default_factory=lambda: {"gpu": "nvidia.com/gpu", "tpu": "google.com/tpu"}
     )
+    # Device type -> tolerations a pod asking for that device gets (its node pool's taints).
+    device_tolerations: dict[str, list[Toleration]] = Field(default_factory=default_device_tolerations)
+    # TPU generation -> value of cloud.google.com/gke-tpu-accelerator (the node selector of a TPU pod).
+    tpu_accelerators: dict[str, str] = Field(default_factory=default_tpu_accelerators)
     terminal_pod_retention_s: float = Field(default=600.0, ge=0)
     image_pull_grace_s: float = Field(default=120.0, ge=0)
     # Concurrent API requests used to create/delete pods within one reconcile.

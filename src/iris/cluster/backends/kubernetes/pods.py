@@ -11,6 +11,7 @@ import re
 import shlex
 from typing import Any
 
+from iris.cluster.backends.kubernetes.accelerators import accelerator_placement
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
 from iris.cluster.backends.kubernetes.naming import (
     ANNOTATION_ATTEMPT_NUMBER,
@@ -125,8 +126,12 @@ def build_pod(
         pod_spec["serviceAccountName"] = config.service_account
 
     node_selector, match_expressions = node_placement(spec.constraints)
+    device_selector, tolerations = accelerator_placement(spec, config)
+    node_selector = {**device_selector, **node_selector}
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
     if match_expressions:
         pod_spec["affinity"] = {
             "nodeAffinity": {
