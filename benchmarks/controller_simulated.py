@@ -1,20 +1,23 @@
 """The controller alone at scale, against simulated workers that finish every task instantly.
 
-Measures (a) tasks/s from PENDING to SUCCEEDED with 100 simulated workers, (b) the duration of a
-full reconcile round over 1,000 workers, and (c) a restart with 100,000 stored tasks: time to the
-first new dispatch and the controller's RSS.
+Measures (a) tasks/s from PENDING to SUCCEEDED with 1,000 simulated workers and 100,000 tasks
+(target >= 10,000 tasks/s), (b) the duration of a full reconcile round over 1,000 workers (target
+<= 250 ms), (c) a control round with 200,000 tasks pending and none placeable (target <= 20 ms),
+and (d) a restart with 100,000 stored tasks: time to the first new dispatch and the RSS.
 
-    uv run python benchmarks/controller_simulated.py [--workers 100] [--tasks 10000] [--round-workers 1000]
+    uv run python benchmarks/controller_simulated.py [--workers 1000] [--tasks 100000] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import resource
-import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from report import Report, add_common_args, at_least, at_most
 
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller
@@ -24,23 +27,23 @@ from iris.testing.simulated_workers import SimulatedFleetProcess as SimulatedFle
 DESCRIPTOR = BackendDescriptor(backend_id="bench", kind=BackendKind.WORKER)
 
 
-def register(controller: Controller, fleet: SimulatedFleet) -> None:  # type: ignore[valid-type]
+def register(controller: Controller, fleet: SimulatedFleet, cpu: int = 32) -> None:
     for i in range(fleet.count):
         controller.register_worker(
             RegisterRequest(
                 worker_id=fleet.worker_id(i),
                 address=fleet.address(i),
-                capacity=ResourceSpec(cpu=32, memory="128GB"),
+                capacity=ResourceSpec(cpu=cpu, memory="128GB"),
             )
         )
 
 
-def spec(name: str, replicas: int) -> JobSpec:
+def spec(name: str, replicas: int, cpu: int = 1) -> JobSpec:
     return JobSpec(
         name=name,
         entrypoint=Entrypoint.from_command("true"),
         replicas=replicas,
-        resources=ResourceSpec(cpu=1, memory="64MB"),
+        resources=ResourceSpec(cpu=cpu, memory="64MB"),
         user="bench",
     )
 
@@ -56,7 +59,7 @@ def wait_all_done(controller: Controller, total: int, timeout: float = 600) -> N
     raise TimeoutError(f"only {done} of {total} tasks finished")
 
 
-def throughput(workers: int, tasks: int) -> None:
+def throughput(workers: int, tasks: int) -> float:
     fleet = SimulatedFleet(workers).start()
     with tempfile.TemporaryDirectory() as d:
         controller = create_controller(DESCRIPTOR, state_dir=d, tick_interval_s=1.0)
@@ -66,44 +69,64 @@ def throughput(workers: int, tasks: int) -> None:
         t0 = time.perf_counter()
         for j in range(jobs):
             controller.submit(spec(f"tp-{j}", tasks // jobs), user="bench")
-        wait_all_done(controller, tasks)
+        wait_all_done(controller, tasks // jobs * jobs)
         elapsed = time.perf_counter() - t0
         controller.stop()
     fleet.stop()
-    print(
-        f"controller throughput: {tasks} tasks PENDING->SUCCEEDED on {workers} simulated workers in {elapsed:.2f}s = {tasks / elapsed:.0f} tasks/s"
-    )
+    return tasks / elapsed
 
 
-def reconcile_round(workers: int) -> None:
+def reconcile_round(workers: int, rounds: int) -> list[float]:
     fleet = SimulatedFleet(workers).start()
     controller = create_controller(DESCRIPTOR, tick_interval_s=3600)
     register(controller, fleet)
     controller.submit(spec("round", workers * 2), user="bench")
     controller.run_round(full=True)  # dispatch
     times = []
-    for _ in range(5):
+    for _ in range(rounds):
         t0 = time.perf_counter()
         controller.run_round(full=True)
         times.append((time.perf_counter() - t0) * 1000)
     controller.stop()
     fleet.stop()
-    print(
-        f"full reconcile round over {workers} workers: median {statistics.median(times):.0f} ms, max {max(times):.0f} ms"
-    )
+    return times
 
 
-def restart(stored: int) -> None:
+def unplaceable_round(pending: int, rounds: int) -> tuple[list[float], list[float]]:
+    """Rounds with ``pending`` tasks that ask for more CPU than any worker has: (quiet, full) ms."""
+    fleet = SimulatedFleet(4).start()
+    with tempfile.TemporaryDirectory() as d:
+        controller = create_controller(DESCRIPTOR, state_dir=d, tick_interval_s=3600)
+        register(controller, fleet, cpu=8)
+        per_job = min(pending, 10_000)
+        for j in range(pending // per_job):
+            controller.submit(spec(f"big-{j}", per_job, cpu=16), user="bench")
+        controller.run_round(full=True)  # the first pass writes every task's pending reason
+        quiet, full = [], []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            controller.run_round(full=False)
+            quiet.append((time.perf_counter() - t0) * 1000)
+            t0 = time.perf_counter()
+            controller.run_round(full=True)
+            full.append((time.perf_counter() - t0) * 1000)
+        controller.stop()
+    fleet.stop()
+    return quiet, full
+
+
+def restart(stored: int) -> tuple[float, float]:
+    """(ms to the first new dispatch after a restart over ``stored`` finished tasks, peak RSS MB)."""
     with tempfile.TemporaryDirectory() as d:
         controller = create_controller(DESCRIPTOR, state_dir=d)
-        for j in range(stored // 10_000):
-            controller.submit(spec(f"old-{j}", 10_000), user="bench")
+        per_job = min(stored, 10_000)
+        for j in range(stored // per_job):
+            controller.submit(spec(f"old-{j}", per_job), user="bench")
         with controller.db.transaction() as cur:  # they all finished long ago
             cur.execute("UPDATE tasks SET state = 'SUCCEEDED', finished_at = 1")
             cur.execute("UPDATE jobs SET state = 'SUCCEEDED', finished_at = 1")
         controller.db.close()
         fleet = SimulatedFleet(4).start()
-        rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         t0 = time.perf_counter()
         restarted = create_controller(DESCRIPTOR, state_dir=Path(d))
         register(restarted, fleet)
@@ -119,23 +142,54 @@ def restart(stored: int) -> None:
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         restarted.stop()
         fleet.stop()
-    print(
-        f"restart with {stored} stored tasks: first new dispatch after {first * 1000:.0f} ms; peak RSS {rss / 1024:.0f} MB (before restart {rss_before / 1024:.0f} MB)"
-    )
+    return first * 1000, rss / 1024
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--workers", type=int, default=100)
-    parser.add_argument("--tasks", type=int, default=10_000)
+    add_common_args(parser)
+    parser.add_argument("--workers", type=int, default=1000)
+    parser.add_argument("--tasks", type=int, default=100_000)
     parser.add_argument("--round-workers", type=int, default=1000)
+    parser.add_argument("--pending", type=int, default=200_000)
     parser.add_argument("--stored", type=int, default=100_000)
     args = parser.parse_args()
-    throughput(args.workers, args.tasks)
-    reconcile_round(args.round_workers)
-    restart(args.stored)
+    if args.tiny:
+        args.workers, args.tasks, args.round_workers, args.pending, args.stored, args.runs = (
+            10, 1000, 10, 2000, 2000, 1,
+        )  # fmt: skip
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    report = Report(
+        "controller_simulated",
+        args,
+        {
+            "workers": args.workers,
+            "tasks": args.tasks,
+            "round_workers": args.round_workers,
+            "pending": args.pending,
+            "stored": args.stored,
+            "runs": args.runs,
+        },
+    )
+    rates = [throughput(args.workers, args.tasks) for _ in range(args.runs)]
+    report.figure(
+        f"controller, {args.workers} simulated workers, {args.tasks} tasks PENDING->SUCCEEDED",
+        rates,
+        "tasks/s",
+        at_least(10_000),
+    )
+    rounds = reconcile_round(args.round_workers, max(5, args.runs))
+    report.figure(f"full reconcile round over {args.round_workers} workers", rounds, "ms", at_most(250))
+    quiet, full = unplaceable_round(args.pending, max(3, args.runs))
+    report.figure(
+        f"control round with {args.pending} tasks pending, none placeable", quiet, "ms", at_most(20)
+    )
+    report.figure("  the same, a full (periodic) round", full, "ms")
+    first, rss = restart(args.stored)
+    report.figure(f"restart with {args.stored} stored tasks: first new dispatch", [first], "ms")
+    report.figure("  peak RSS of the benchmark process", [rss], "MB")
 
 
 if __name__ == "__main__":

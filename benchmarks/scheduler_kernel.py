@@ -1,6 +1,6 @@
 """Benchmark of the scheduling kernel: one pass over 1,000 workers x 10,000 pending tasks.
 
-    uv run python benchmarks/scheduler_kernel.py [--repeat 5] [--check]
+    uv run python benchmarks/scheduler_kernel.py [--runs 5] [--check]
 
 Cases:
 - mixed: cpu workers in three zones (some tainted), gpu workers, tpu slices of 4; tasks of
@@ -19,6 +19,8 @@ import random
 import statistics
 import sys
 import time
+
+from report import Report, add_common_args, at_least
 
 from iris.cluster.controller.scheduler import Resources, RunningTask, TaskRequest, WorkerView, schedule
 from iris.rpc.enums import PriorityBand
@@ -123,35 +125,48 @@ def main() -> int:
     )
     parser.add_argument("--workers", type=int, default=1000)
     parser.add_argument("--pending", type=int, default=10_000)
-    parser.add_argument("--repeat", type=int, default=5)
+    add_common_args(parser, runs=5)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--check", action="store_true", help="exit 1 if placements/s is under the target")
     args = parser.parse_args()
+    if args.tiny:
+        args.workers, args.pending, args.runs = 50, 500, 1
+    report = Report(
+        "scheduler_kernel", args, {"workers": args.workers, "pending": args.pending, "runs": args.runs}
+    )
 
     rng = random.Random(args.seed)
     workers = make_workers(args.workers, rng)
     pending = make_pending(args.pending, rng)
     shapes = len({(t.resources, tuple(c.describe() for c in t.constraints)) for t in pending})
     gangs = len({t.job_id for t in pending if t.group_by})
-    print(f"mixed: {len(workers)} workers x {len(pending)} pending ({shapes} shapes, {gangs} gangs)")
-    times, result = timed(args.repeat, lambda: schedule(pending, workers))
+    report.note(f"mixed: {len(workers)} workers x {len(pending)} pending ({shapes} shapes, {gangs} gangs)")
+    times, result = timed(args.runs, lambda: schedule(pending, workers))
     placed = len(result.assignments)
-    best, median = min(times), statistics.median(times)
-    rate = placed / median
+    rate = placed / statistics.median(times)
     codes: dict[str, int] = {}
     for reason in result.pending.values():
         codes[reason.code] = codes.get(reason.code, 0) + 1
-    print(f"  placed {placed}, pending {len(result.pending)} {codes}")
-    print(f"  pass time: median {median * 1000:.1f} ms, best {best * 1000:.1f} ms")
-    print(f"  placements/s: {rate:,.0f} (target >= {TARGET_PLACEMENTS_PER_S:,})")
+    report.note(f"placed {placed}, pending {len(result.pending)} {codes}")
+    report.figure(
+        f"scheduling kernel, mixed case: one pass over {len(workers)} workers x {len(pending)} pending",
+        [t * 1000 for t in times],
+        "ms",
+    )
+    report.figure(
+        "  placements/s", [placed / t for t in times], "placements/s", at_least(TARGET_PLACEMENTS_PER_S)
+    )
 
     full = make_workers(args.workers, random.Random(args.seed), full=True)
     running = make_running(full)
-    print(f"nothing fits: {len(full)} full workers x {len(pending)} pending, {len(running)} running")
-    times, result = timed(args.repeat, lambda: schedule(pending, full, running))
-    assert not result.assignments and len(result.pending) == len(pending)
-    print(f"  reasons for {len(result.pending)} tasks")
-    print(f"  pass time: median {statistics.median(times) * 1000:.1f} ms, best {min(times) * 1000:.1f} ms")
+    times, result = timed(args.runs, lambda: schedule(pending, full, running))
+    if result.assignments or len(result.pending) != len(pending):
+        raise SystemExit("nothing-fits case placed something")
+    report.figure(
+        f"scheduling kernel, nothing fits: {len(full)} full workers x {len(pending)} pending (a reason each)",
+        [t * 1000 for t in times],
+        "ms",
+    )
 
     if args.check and rate < TARGET_PLACEMENTS_PER_S:
         print("FAIL: under target", file=sys.stderr)

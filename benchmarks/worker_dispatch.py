@@ -4,7 +4,7 @@ Plays the controller: a tiny in-process stub answers register and nudge, and the
 whenever the worker nudges (or every --tick seconds as the safety net), sending each new attempt's
 spec once and bare keeps afterwards, until every attempt is finished and its process released.
 
-    uv run python benchmarks/worker_dispatch.py [--attempts 500] [--batch 50] [--max-in-flight 100]
+    uv run python benchmarks/worker_dispatch.py [--attempts 500] [--batch 50] [--max-in-flight 100] [--runs 3]
 
 Prints attempts/s and start latency (request sent -> process started, from the worker's started_at).
 """
@@ -28,6 +28,7 @@ import psutil
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from report import Report, add_common_args, at_least
 
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.models import (
@@ -176,21 +177,41 @@ def drive(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_args(parser)
     parser.add_argument("--attempts", type=int, default=500)
     parser.add_argument("--batch", type=int, default=50)
     parser.add_argument("--max-in-flight", type=int, default=100)
     parser.add_argument("--tick", type=float, default=0.05, help="safety-net reconcile period (seconds)")
     args = parser.parse_args()
+    if args.tiny:
+        args.attempts, args.batch, args.max_in_flight, args.runs = 20, 10, 10, 1
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    with httpx.Client(timeout=30) as client:
-        result = run(args.attempts, args.batch, args.max_in_flight, args.tick, client)
-    print(json.dumps(result))
-    print(
-        f"{result['attempts']} attempts in {result['seconds']}s: {result['attempts_per_s']} attempts/s, "
-        f"start latency p50 {result['start_latency_ms_p50']} ms, p99 {result['start_latency_ms_p99']} ms "
-        f"({result['failed']} failed, {result['reconcile_rounds']} reconcile rounds, "
-        f"worker CPU {result['worker_cpu_ms_per_attempt']} ms per attempt)"
+    report = Report(
+        "worker_dispatch",
+        args,
+        {
+            "attempts": args.attempts,
+            "batch": args.batch,
+            "max_in_flight": args.max_in_flight,
+            "runs": args.runs,
+        },
     )
+    results = []
+    with httpx.Client(timeout=30) as client:
+        for _ in range(args.runs):
+            results.append(run(args.attempts, args.batch, args.max_in_flight, args.tick, client))
+            report.note(json.dumps(results[-1]))
+    if any(r["failed"] for r in results):
+        raise SystemExit("some attempts failed")
+    report.figure(
+        f"one worker daemon, {args.attempts} true attempts through /reconcile",
+        [r["attempts_per_s"] for r in results],
+        "attempts/s",
+        at_least(1200 / 4),  # a quarter of the 4-worker cluster target
+    )
+    report.figure("  start latency p50", [r["start_latency_ms_p50"] for r in results], "ms")
+    report.figure("  start latency p99", [r["start_latency_ms_p99"] for r in results], "ms")
+    report.figure("  worker CPU per attempt", [r["worker_cpu_ms_per_attempt"] for r in results], "ms")
 
 
 if __name__ == "__main__":

@@ -146,3 +146,25 @@ def test_cluster_start_with_auth_runs_jobs_for_token_holders(tmp_path: Path) -> 
     finally:
         proc.send_signal(2)
         proc.wait(timeout=60)
+
+
+def test_a_batch_submit_is_checked_like_single_submits(secure: LocalCluster) -> None:
+    alice = IrisClient(secure.url, token="alice-token-123")
+    bob = IrisClient(secure.url, token="bob-token-12345")
+    specs = [
+        alice.build_spec(Entrypoint.from_command("true"), name=f"batch-{i}", resources=SMALL, user="mallory")
+        for i in range(2)
+    ]
+    jobs = alice.submit_many(specs)
+    assert [j.job_id for j in jobs] == [
+        "/alice/batch-0",
+        "/alice/batch-1",
+    ]  # the caller's, whatever the spec says
+    for job in jobs:
+        assert job.wait(timeout=60).state is JobState.SUCCEEDED
+    # A sub-job of someone else's job is refused as it is for a single submit.
+    child = bob.build_spec(
+        Entrypoint.from_command("true"), name="sneaky", resources=SMALL, parent_job_id="/alice/batch-0"
+    )
+    with pytest.raises(NotFound):
+        bob.submit_many([child])

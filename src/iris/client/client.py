@@ -18,6 +18,7 @@ from iris.rpc.enums import PriorityBand
 from iris.rpc.errors import NotFound
 from iris.rpc.http import HttpClient
 from iris.rpc.models import (
+    MAX_JOBS_PER_SUBMIT,
     ClusterStatus,
     Constraint,
     CoschedulingConfig,
@@ -28,6 +29,8 @@ from iris.rpc.models import (
     JobList,
     JobSpec,
     ResourceSpec,
+    SubmitManyRequest,
+    SubmitManyResponse,
     SubmitResponse,
     WorkerList,
 )
@@ -204,6 +207,20 @@ class IrisClient:
     def submit_spec(self, spec: JobSpec) -> Job:
         resp = self.http.post("/api/v1/jobs", SubmitResponse, spec)
         return Job(self, resp.job_id)
+
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[Job]:
+        """Submit many jobs in one API call (build each with ``build_spec``); handles in order.
+
+        The controller checks each job as ``submit`` would; on the first it rejects, the call
+        fails with that job's error (the jobs before it stay submitted).
+        Calls of more than ``MAX_JOBS_PER_SUBMIT`` jobs are split.
+        """
+        jobs: list[Job] = []
+        for start in range(0, len(specs), MAX_JOBS_PER_SUBMIT):
+            batch = SubmitManyRequest(jobs=list(specs[start : start + MAX_JOBS_PER_SUBMIT]))
+            resp = self.http.post("/api/v1/jobs:batch", SubmitManyResponse, batch)
+            jobs.extend(Job(self, job_id) for job_id in resp.job_ids)
+        return jobs
 
     def job(self, job_id: str) -> Job:
         return Job(self, job_id if job_id.startswith("/") else "/" + job_id)

@@ -333,6 +333,19 @@ class SubmitResponse(WireModel):
     job_id: str
 
 
+MAX_JOBS_PER_SUBMIT = 10_000
+
+
+class SubmitManyRequest(WireModel):
+    """Several jobs in one call; each goes through the same checks as a single submit."""
+
+    jobs: list[JobSpec] = Field(min_length=1, max_length=MAX_JOBS_PER_SUBMIT)
+
+
+class SubmitManyResponse(WireModel):
+    job_ids: list[str]
+
+
 class StopResponse(WireModel):
     job_id: str
     state: JobState

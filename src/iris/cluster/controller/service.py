@@ -44,6 +44,8 @@ from iris.rpc.models import (
     RegisterRequest,
     RegisterResponse,
     StopResponse,
+    SubmitManyRequest,
+    SubmitManyResponse,
     SubmitResponse,
     WorkerInfo,
     WorkerList,
@@ -328,6 +330,14 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         if spec.parent_job_id:
             owned_job(spec.parent_job_id)
         return SubmitResponse(job_id=controller.submit(spec, user=spec.user))
+
+    @app.post("/api/v1/jobs:batch", response_model=SubmitManyResponse)
+    def submit_many(request: SubmitManyRequest) -> SubmitManyResponse:
+        """Submit several jobs in one call, in order, each checked as a single submit is."""
+        specs = [as_caller(spec) for spec in request.jobs]
+        for parent in {spec.parent_job_id for spec in specs if spec.parent_job_id}:
+            owned_job(parent)
+        return SubmitManyResponse(job_ids=[controller.submit(spec, user=spec.user) for spec in specs])
 
     def as_caller(spec: JobSpec) -> JobSpec:
         """A user's job is always submitted as that user, whatever the spec says."""

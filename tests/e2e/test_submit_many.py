@@ -1,0 +1,62 @@
+"""Many jobs in one API call: each runs as if submitted alone; bad batches are one JSON 400."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from iris.client import Entrypoint, IrisClient, JobState, ResourceSpec
+from iris.rpc.errors import AlreadyExists
+from iris.rpc.models import MAX_JOBS_PER_SUBMIT
+
+SMALL = ResourceSpec(cpu=0.5, memory="64MB")
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[IrisClient]:
+    with IrisClient.local(workers=1, worker_cpu="2", worker_memory="2GB") as c:
+        yield c
+
+
+def test_submit_many_runs_every_job_in_order(client: IrisClient) -> None:
+    specs = [
+        client.build_spec(
+            Entrypoint.from_command("sh", "-c", f"echo job {i}"), name=f"many-{i}", resources=SMALL
+        )
+        for i in range(5)
+    ]
+    specs.append(
+        client.build_spec(Entrypoint.from_command("true"), name="many-wide", replicas=3, resources=SMALL)
+    )
+    jobs = client.submit_many(specs)
+    assert [j.job_id.rsplit("/", 1)[1] for j in jobs] == [*(f"many-{i}" for i in range(5)), "many-wide"]
+    for i, job in enumerate(jobs[:5]):
+        assert job.wait(timeout=60).state is JobState.SUCCEEDED
+        assert job.logs() == [f"job {i}"]
+    wide = jobs[5].wait(timeout=60)
+    assert wide.state is JobState.SUCCEEDED and len(wide.tasks) == 3
+
+
+def test_a_name_taken_by_a_live_job_is_refused(client: IrisClient) -> None:
+    sleeper = client.build_spec(Entrypoint.from_command("sleep", "600"), name="held", resources=SMALL)
+    (held,) = client.submit_many([sleeper])
+    with pytest.raises(AlreadyExists):
+        client.submit_many([sleeper])
+    held.kill()
+
+
+def test_malformed_batches_are_a_json_400(client: IrisClient) -> None:
+    good = client.build_spec(Entrypoint.from_command("true"), name="fine", resources=SMALL)
+    bad = good.model_dump(mode="json") | {"replicas": 0}
+    for body in (
+        {"jobs": []},
+        {"jobs": [good.model_dump(mode="json"), bad]},
+        {"jobs": [good.model_dump(mode="json")] * (MAX_JOBS_PER_SUBMIT + 1)},
+        {"job": []},
+    ):
+        answer = httpx.post(f"{client.url}/api/v1/jobs:batch", json=body, timeout=60)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["error"]["code"] == "invalid_argument"
+    assert "fine" not in {j.name for j in client.list_jobs(limit=1000).jobs}  # nothing of it was stored
