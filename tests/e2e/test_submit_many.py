@@ -53,10 +53,24 @@ def test_malformed_batches_are_a_json_400(client: IrisClient) -> None:
     for body in (
         {"jobs": []},
         {"jobs": [good.model_dump(mode="json"), bad]},
-        {"jobs": [good.model_dump(mode="json")] * (MAX_JOBS_PER_SUBMIT + 1)},
+        {
+            "jobs": [{"name": "fine", "entrypoint": {"kind": "command", "argv": ["true"]}}]
+            * (MAX_JOBS_PER_SUBMIT + 1)
+        },
         {"job": []},
     ):
         answer = httpx.post(f"{client.url}/api/v1/jobs:batch", json=body, timeout=60)
         assert answer.status_code == 400, answer.text
         assert answer.json()["error"]["code"] == "invalid_argument"
     assert "fine" not in {j.name for j in client.list_jobs(limit=1000).jobs}  # nothing of it was stored
+
+
+def test_a_batch_over_one_calls_size_is_split(client: IrisClient) -> None:
+    padding = {"PAD": "x" * 100_000}  # ~100 kB a spec: 30 specs need two calls under the cap
+    specs = [
+        client.build_spec(Entrypoint.from_command("true"), name=f"padded-{i}", resources=SMALL, env=padding)
+        for i in range(30)
+    ]
+    jobs = client.submit_many(specs)
+    assert [j.job_id.rsplit("/", 1)[1] for j in jobs] == [f"padded-{i}" for i in range(30)]
+    assert jobs[-1].wait(timeout=60).state is JobState.SUCCEEDED

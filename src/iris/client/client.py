@@ -35,6 +35,7 @@ from iris.rpc.models import (
     WorkerList,
 )
 
+SUBMIT_MANY_CALL_BYTES = 2 * 1024 * 1024  # half the controller's request cap
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -209,17 +210,29 @@ class IrisClient:
         return Job(self, resp.job_id)
 
     def submit_many(self, specs: Sequence[JobSpec]) -> list[Job]:
-        """Submit many jobs in one API call (build each with ``build_spec``); handles in order.
+        """Submit many jobs in few API calls (build each with ``build_spec``); handles in order.
 
         The controller checks each job as ``submit`` would; on the first it rejects, the call
-        fails with that job's error (the jobs before it stay submitted).
-        Calls of more than ``MAX_JOBS_PER_SUBMIT`` jobs are split.
+        fails with that job's error. Specs are sent in calls of at most ``MAX_JOBS_PER_SUBMIT``
+        jobs and ``SUBMIT_MANY_CALL_BYTES`` bytes, under the controller's request-size cap.
         """
         jobs: list[Job] = []
-        for start in range(0, len(specs), MAX_JOBS_PER_SUBMIT):
-            batch = SubmitManyRequest(jobs=list(specs[start : start + MAX_JOBS_PER_SUBMIT]))
-            resp = self.http.post("/api/v1/jobs:batch", SubmitManyResponse, batch)
+        batch: list[JobSpec] = []
+        size = 0
+
+        def flush() -> None:
+            resp = self.http.post("/api/v1/jobs:batch", SubmitManyResponse, SubmitManyRequest(jobs=batch))
             jobs.extend(Job(self, job_id) for job_id in resp.job_ids)
+
+        for spec in specs:
+            length = len(spec.model_dump_json(exclude_none=True)) + 1
+            if batch and (len(batch) == MAX_JOBS_PER_SUBMIT or size + length > SUBMIT_MANY_CALL_BYTES):
+                flush()
+                batch, size = [], 0
+            batch.append(spec)
+            size += length
+        if batch:
+            flush()
         return jobs
 
     def job(self, job_id: str) -> Job:
