@@ -56,12 +56,15 @@ def create_pod(
     total: int = 0,
     priority: str | None = None,
     queue: str = "iris",
+    unretriable: bool = False,
 ) -> None:
     labels = {"kueue.x-k8s.io/queue-name": queue}
     annotations = {}
     if group:
         labels["kueue.x-k8s.io/pod-group-name"] = group
         annotations["kueue.x-k8s.io/pod-group-total-count"] = str(total)
+    if unretriable:
+        annotations["kueue.x-k8s.io/retriable-in-group"] = "false"
     if priority:
         labels["kueue.x-k8s.io/priority-class"] = priority
     container = {"name": "task", "image": "busybox", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}
@@ -166,38 +169,124 @@ def test_group_that_cannot_fit_stays_gated_whole(cluster: tuple[FakeApiServer, K
     assert all(gated(server, f"big-{i}") for i in range(3))
 
 
-def test_higher_priority_group_evicts_a_lower_one(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
+def used_cpu(server: FakeApiServer) -> str:
+    status = server.store.get(CLUSTER_QUEUES, None, "iris-cluster-queue").get("status") or {}
+    for flavor in status.get("flavorsReservation") or []:
+        for resource in flavor["resources"]:
+            if resource["name"] == "cpu":
+                return resource["total"]
+    return "0"
+
+
+def finalized(server: FakeApiServer, name: str) -> bool:
+    current = pod(server, name)
+    return current is None or MANAGED_FINALIZER not in (current["metadata"].get("finalizers") or [])
+
+
+def workload_condition(server: FakeApiServer, name: str, kind: str) -> dict[str, Any] | None:
+    found = server.store.try_get(WORKLOADS, NS, name)
+    return get_condition(found, kind) if found else None
+
+
+@pytest.mark.parametrize("unretriable", [False, True], ids=["retriable", "unretriable"])
+def test_higher_priority_group_evicts_a_lower_one(
+    cluster: tuple[FakeApiServer, KueueSimulator], unretriable: bool
+) -> None:
     server, _ = cluster
     for i in range(2):
-        create_pod(server, f"low-{i}", "2", group="low", total=2)
+        create_pod(server, f"low-{i}", "2", group="low", total=2, unretriable=unretriable)
     wait_until(lambda: all(admitted(server, f"low-{i}") for i in range(2)), timeout=5)
-    disrupted: dict[str, dict] = {}
-    events = server.subscribe(PODS, NS, resource_version=str(server.store.resource_version))
     for i in range(2):
         create_pod(server, f"high-{i}", "1", group="high", total=2, priority="high")
     wait_until(lambda: all(admitted(server, f"high-{i}") for i in range(2)), timeout=5, what="high admitted")
-    assert pod(server, "low-0") is None and pod(server, "low-1") is None, "the whole lower group was deleted"
-    for event in events.drain():
-        condition = get_condition(event.object, "DisruptionTarget")
-        if condition and event.name.startswith("low"):
-            disrupted[event.name] = condition
-    events.close()
-    assert set(disrupted) == {"low-0", "low-1"}
-    assert {c["reason"] for c in disrupted.values()} == {"PreemptionByKueue"}
+    for i in range(2):
+        low = pod(server, f"low-{i}")
+        assert low is not None and low["metadata"].get("deletionTimestamp"), (
+            "the whole lower group is deleted"
+        )
+        condition = get_condition(low, "TerminationTarget")
+        assert condition is not None and condition["reason"] == "WorkloadEvictedDueToPreempted"
+        assert condition["message"].startswith("Preempted to accommodate a workload")
     preempted = server.store.list(EVENTS, NS, field_selector="reason=Preempted").items
     assert sorted(e["involvedObject"]["name"] for e in preempted) == ["low-0", "low-1"]
+    evicted = workload_condition(server, "low", "Evicted")
+    assert evicted is not None and evicted["reason"] == "Preempted"
+    assert workload_condition(server, "low", "Preempted")["reason"] == "InClusterQueue"
+    for i in range(2):  # play pod GC: a pod deleted before it got a node is marked Failed
+        finish(server, f"low-{i}", "Failed")
+    if unretriable:
+        wait_until(lambda: all(pod(server, f"low-{i}") is None for i in range(2)), timeout=5, what="low gone")
+        wait_until(lambda: server.store.try_get(WORKLOADS, NS, "low") is None, timeout=5, what="Workload GC")
+    else:
+        # Kueue waits for replacement members: the old ones stay Terminating under its finalizer.
+        wait_until(
+            lambda: (
+                (workload_condition(server, "low", "WaitingForReplacementPods") or {}).get("status") == "True"
+                or (workload_condition(server, "low", "QuotaReserved") or {}).get("status") == "False"
+            ),
+            timeout=5,
+            what="the evicted Workload to give back its quota",
+        )
+        assert not any(finalized(server, f"low-{i}") for i in range(2))
+        assert workload_condition(server, "low", "Finished") is None
 
 
 def test_evict_api_takes_the_whole_group(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
     server, kueue = cluster
     for i in range(2):
-        create_pod(server, f"e-{i}", "1", group="e", total=2)
+        create_pod(server, f"e-{i}", "1", group="e", total=2, unretriable=True)
     wait_until(lambda: all(admitted(server, f"e-{i}") for i in range(2)), timeout=5)
-    assert sorted(kueue.evict("e-1", reason="NodeLost")) == ["e-0", "e-1"]
+    assert sorted(kueue.evict("e-1", reason="NodeFailures", message="node lost")) == ["e-0", "e-1"]
+    condition = get_condition(pod(server, "e-0"), "TerminationTarget")
+    assert (condition["reason"], condition["message"]) == ("WorkloadEvictedDueToNodeFailures", "node lost")
+    for i in range(2):
+        finish(server, f"e-{i}", "Failed")
     wait_until(
         lambda: pod(server, "e-0") is None and pod(server, "e-1") is None, timeout=5, what="group gone"
     )
     wait_until(lambda: server.store.try_get(WORKLOADS, NS, "e") is None, timeout=5, what="workload removed")
+
+
+@pytest.mark.parametrize("unretriable", [False, True], ids=["retriable", "unretriable"])
+def test_a_failed_group_finishes_only_when_marked_unretriable(
+    cluster: tuple[FakeApiServer, KueueSimulator], unretriable: bool
+) -> None:
+    """Kueue v0.17's rule: a group finishes when all members succeeded, or when none is active
+    and one is marked ``retriable-in-group: "false"``; until then it keeps quota and finalizers."""
+    server, _ = cluster
+    for i in range(3):
+        create_pod(server, f"f-{i}", "1", group="f", total=3, unretriable=unretriable)
+    wait_until(lambda: all(admitted(server, f"f-{i}") for i in range(3)), timeout=5)
+    wait_until(lambda: used_cpu(server) == "3", timeout=5, what="the group's quota reserved")
+    for i in range(3):
+        finish(server, f"f-{i}", "Running")
+    finish(server, "f-0", "Failed")
+    create_pod(server, "nudge", "1")  # the simulator has certainly looked at f-0 by the time nudge is in
+    wait_until(lambda: admitted(server, "nudge"), timeout=5)
+    assert workload_condition(server, "f", "Finished") is None  # two members still run
+    assert not finalized(server, "f-0")
+    finish(server, "f-1", "Failed")
+    finish(server, "f-2", "Failed")
+    if unretriable:
+        done = wait_until(lambda: workload_condition(server, "f", "Finished"), timeout=5, what="Finished")
+        assert (done["reason"], done["message"]) == ("Succeeded", "Pods succeeded: 0/3.")
+        wait_until(lambda: all(finalized(server, f"f-{i}") for i in range(3)), timeout=5, what="let go")
+        wait_until(lambda: used_cpu(server) == "1", timeout=5, what="the group's quota given back")
+    else:
+        server.store.delete(PODS, NS, "nudge")
+        wait_until(lambda: pod(server, "nudge") is None, timeout=5, what="nudge gone")
+        assert workload_condition(server, "f", "Finished") is None
+        assert not any(finalized(server, f"f-{i}") for i in range(3))
+        assert used_cpu(server) == "3", "the failed group still holds its quota"
+
+
+def test_a_plain_pod_is_let_go_once_deleted(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
+    server, _ = cluster
+    create_pod(server, "solo", "1")
+    wait_until(lambda: admitted(server, "solo"), timeout=5)
+    finish(server, "solo", "Running")
+    server.store.delete(PODS, NS, "solo")
+    wait_until(lambda: finalized(server, "solo"), timeout=5, what="the finalizer removed on deletion")
 
 
 def test_unknown_local_queue_is_explained(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:
@@ -205,6 +294,7 @@ def test_unknown_local_queue_is_explained(cluster: tuple[FakeApiServer, KueueSim
     create_pod(server, "lost", "1", queue="nope")
     name = kueue.workload_name_for(wait_until(lambda: pod(server, "lost")))
     assert wait_until(lambda: quota_message(server, name), timeout=5) == "LocalQueue nope doesn't exist"
+    assert workload_condition(server, name, "QuotaReserved")["reason"] == "Inadmissible"
 
 
 def test_a_deleted_workload_object_is_mirrored_again(cluster: tuple[FakeApiServer, KueueSimulator]) -> None:

@@ -37,6 +37,7 @@ def k8s() -> None:
     "--disk-quota", default="1Ti", show_default=True, help="ClusterQueue quota of ephemeral storage."
 )
 @click.option("--gpu-quota", default="0", show_default=True, help="ClusterQueue quota of nvidia.com/gpu.")
+@click.option("--tpu-quota", default="0", show_default=True, help="ClusterQueue quota of google.com/tpu.")
 @click.option("--port", "controller_port", default=10000, show_default=True, help="Controller HTTP port.")
 @click.option("--storage", default="1Gi", show_default=True, help="Size of the controller's state volume.")
 @click.option(
@@ -59,6 +60,7 @@ def manifests(
     memory_quota: str,
     disk_quota: str,
     gpu_quota: str,
+    tpu_quota: str,
     controller_port: int,
     storage: str,
     storage_class: str | None,
@@ -76,6 +78,7 @@ def manifests(
             memory_quota=memory_quota,
             disk_quota=disk_quota,
             gpu_quota=gpu_quota,
+            tpu_quota=tpu_quota,
             controller_port=controller_port,
             storage=storage,
             storage_class=storage_class,

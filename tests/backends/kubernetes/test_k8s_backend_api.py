@@ -342,3 +342,68 @@ def test_watch_wakes_the_controller_on_pod_changes(cluster: FakeCluster) -> None
     wait_for(lambda: not watcher.is_alive(), timeout=15, what="the watcher to stop after close()")
     # only our pod's events: ADDED, binding MODIFIED, status MODIFIED
     assert len(calls) <= 3
+
+
+def test_create_denied_by_a_webhook_fails_for_good(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    """Kueue's validating webhook answers 403 with its reason: retrying the same pod cannot help."""
+    from iris.testing.fake_apiserver import ApiError
+
+    denial = (
+        'admission webhook "vpod.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/queue-name]:'
+        ' Invalid value: "Team_Q": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters'
+    )
+
+    def deny(resource: object, obj: dict) -> None:
+        if resource == PODS:
+            raise ApiError(403, "Forbidden", denial)
+
+    cluster.server.store.add_admission_hook(deny)
+    [obs] = backend.reconcile([run(UID_A, run_spec(UID_A))])
+    assert obs.state is TaskState.FAILED and obs.runtime_released
+    assert obs.error == f"Kubernetes refused pod {pod_name('/alice/train/0', UID_A)}: {denial}"
+    assert cluster.pods() == []
+
+
+def test_a_missing_local_queue_fails_the_attempt(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    """Kueue marks a Workload whose LocalQueue does not exist Inadmissible and waits for ever."""
+    from iris.testing.fake_apiserver import WORKLOADS
+    from iris.testing.kueue_sim.webhook import gate_queued_pods
+
+    cluster.server.store.add_admission_hook(gate_queued_pods)  # Kueue's webhook: gate on create
+    name = pod_name("/alice/train/0", UID_A)
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    pod = cluster.pod(name)
+    assert pod is not None
+    workload = {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {
+            "name": "pod-" + name,
+            "namespace": "iris",
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": pod["metadata"]["uid"]}
+            ],
+        },
+        "spec": {"queueName": "iris", "podSets": []},
+    }
+    cluster.server.store.create(WORKLOADS, "iris", workload)
+    reserved = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "Inadmissible",
+        "message": "LocalQueue iris doesn't exist",
+        "lastTransitionTime": utc_timestamp(),
+    }
+    cluster.server.store.update(
+        WORKLOADS,
+        "iris",
+        "pod-" + name,
+        lambda w: {**w, "status": {"conditions": [reserved]}},
+        subresource="status",
+    )
+    obs = wait_for(
+        lambda: next(o for o in backend.reconcile([run(UID_A)]) if o.state is TaskState.FAILED or None),
+        what="the attempt to fail",
+    )
+    assert obs.runtime_released
+    assert obs.error == f"Kueue will never admit pod {name}: LocalQueue iris doesn't exist"

@@ -208,7 +208,7 @@ def test_gang_is_admitted_whole(sandbox: Sandbox, backend: KubernetesBackend) ->
     assert len(groups) == 1
 
 
-def test_evicted_pod_is_worker_failed(sandbox: Sandbox, backend: KubernetesBackend) -> None:
+def test_preempted_pod_is_preempted(sandbox: Sandbox, backend: KubernetesBackend) -> None:
     uid, task = "7777777777777777", "/alice/evict/0"
     # The task ignores SIGTERM, so its pod lingers (being deleted) through the grace period.
     script = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('up', flush=True)\ntime.sleep(120)"
@@ -217,8 +217,8 @@ def test_evicted_pod_is_worker_failed(sandbox: Sandbox, backend: KubernetesBacke
     wait_for(lambda: backend.read_logs(TaskTarget(attempt_uid=uid), task).lines, what="the SIGTERM handler")
     assert sandbox.kueue.evict(pod_name(task, uid), namespace=sandbox.namespace) == [pod_name(task, uid)]
     [lost] = backend.reconcile([run(uid)])
-    assert lost.state is TaskState.WORKER_FAILED
-    assert lost.error and lost.error.startswith("pod disrupted: ")
+    assert lost.state is TaskState.PREEMPTED
+    assert lost.error and lost.error.startswith("pod disrupted: WorkloadEvictedDueToPreempted: ")
     assert not lost.runtime_released  # the process is still in its grace period
 
 

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from iris.cli.k8s_cmd import k8s
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
-from iris.cluster.backends.kubernetes.manifests import render_manifests
+from iris.cluster.backends.kubernetes.manifests import manifests_yaml, render_manifests
 
 K8S_VERSION = "1.31"
 CRDS = Path(__file__).parent / "crds"
@@ -107,7 +107,9 @@ def by_kind(objects: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_inventory_and_wiring() -> None:
-    kinds = by_kind(render_manifests(namespace="ml", queue="q", cpu_quota="16", gpu_quota="8"))
+    kinds = by_kind(
+        render_manifests(namespace="ml", queue="q", cpu_quota="16", gpu_quota="8", tpu_quota="32")
+    )
     for kind in (
         "Namespace",
         "ServiceAccount",
@@ -131,9 +133,11 @@ def test_inventory_and_wiring() -> None:
     flavor = cluster_queue["spec"]["resourceGroups"][0]["flavors"][0]
     assert flavor["name"] == kinds["ResourceFlavor"][0]["metadata"]["name"]
     quotas = {r["name"]: r["nominalQuota"] for r in flavor["resources"]}
-    assert quotas["cpu"] == "16" and quotas["nvidia.com/gpu"] == "8"
+    assert quotas["cpu"] == "16" and quotas["nvidia.com/gpu"] == "8" and quotas["google.com/tpu"] == "32"
     # every resource a task pod can request is covered, or Kueue could never admit it
-    assert {"cpu", "memory", "ephemeral-storage", "nvidia.com/gpu"} <= set(
+    devices = set(KubernetesBackendConfig().device_resources.values())
+    assert {"google.com/tpu", "nvidia.com/gpu"} <= devices
+    assert {"cpu", "memory", "ephemeral-storage", *devices} <= set(
         cluster_queue["spec"]["resourceGroups"][0]["coveredResources"]
     )
 
@@ -146,9 +150,14 @@ def test_priority_classes_order_the_bands() -> None:
     prod, inter, batch = (config.priority_classes[b] for b in ("PRODUCTION", "INTERACTIVE", "BATCH"))
     assert wpc[prod] > wpc[inter] > wpc[batch]
     assert pc[prod]["value"] > pc[inter]["value"] > pc[batch]["value"]
-    assert pc[batch]["preemptionPolicy"] == "Never"
     system = pc["iris-system"]["value"]
     assert system > pc[prod]["value"]
+    # Cluster-wide PriorityClasses must not let Iris evict other tenants' pods: Kueue's
+    # ClusterQueue preemption (within our own queue) is how a higher band displaces a lower one.
+    assert {o["preemptionPolicy"] for o in pc.values()} == {"Never"}
+    cluster_queue = kinds["ClusterQueue"][0]["spec"]
+    assert cluster_queue["preemption"]["withinClusterQueue"] == "LowerPriority"
+    assert cluster_queue["preemption"]["reclaimWithinCohort"] == "Never"
 
 
 def test_rbac_is_namespaced_except_nodes() -> None:
@@ -183,6 +192,7 @@ def test_controller_deployment() -> None:
     assert pod["serviceAccountName"] == "iris-controller"
     container = pod["containers"][0]
     assert container["image"] == "registry.example/iris:1.0"
+    assert container["imagePullPolicy"] == "IfNotPresent"  # a pinned tag never moves
     command = container["command"]
     assert command[:3] == ["iris", "controller", "start"]
     state_dir = command[command.index("--state-dir") + 1]
@@ -193,6 +203,28 @@ def test_controller_deployment() -> None:
     service = kinds["Service"][0]["spec"]
     assert service["ports"][0]["port"] == 9000
     assert service["selector"].items() <= deployment["template"]["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize(
+    ("image", "policy"),
+    [
+        ("ghcr.io/marin-community/iris:latest", "Always"),
+        ("ghcr.io/marin-community/iris", "Always"),
+        ("localhost:5000/iris", "Always"),
+        ("localhost:5000/iris:0.3.1", "IfNotPresent"),
+        ("ghcr.io/x/iris@sha256:" + "a" * 64, "IfNotPresent"),
+    ],
+)
+def test_pull_policy_fits_the_tag(image: str, policy: str) -> None:
+    deployment = by_kind(render_manifests(image=image))["Deployment"][0]
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] == policy
+
+
+def test_yaml_has_no_anchors() -> None:
+    """Shared dicts (RBAC rules, probes) must be written out in full: kubectl users read this."""
+    text = manifests_yaml(render_manifests())
+    assert "&id" not in text and "*id" not in text
+    assert [d for d in yaml.safe_load_all(text) if d] == render_manifests()
 
 
 def test_controller_command_is_accepted_by_the_real_cli() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import subprocess
 import sys
@@ -14,7 +15,12 @@ import pytest
 
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
 from iris.cluster.backends.kubernetes.naming import is_label_value, pod_name
-from iris.cluster.backends.kubernetes.pods import CALLABLE_BOOTSTRAP, PodSpecError, build_pod
+from iris.cluster.backends.kubernetes.pods import (
+    CALLABLE_BOOTSTRAP,
+    CALLABLE_INLINE_MAX,
+    PodSpecError,
+    build_pod,
+)
 from iris.rpc.enums import PriorityBand
 from iris.rpc.models import (
     Constraint,
@@ -126,6 +132,9 @@ def test_gang_gets_pod_group() -> None:
     group = pod["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"]
     assert group.startswith("alice-train-") and is_label_value(group)
     assert pod["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] == "4"
+    # Iris replaces a failed gang by a new generation, never a member in place: Kueue must finish
+    # the group's Workload (releasing quota and finalizers) once no member is active.
+    assert pod["metadata"]["annotations"]["kueue.x-k8s.io/retriable-in-group"] == "false"
     sibling = build(
         run_spec(
             task_id="/alice/train/0",
@@ -146,6 +155,7 @@ def test_no_pod_group_without_a_real_gang(spec: RunSpec) -> None:
     pod = build(spec)
     assert "kueue.x-k8s.io/pod-group-name" not in pod["metadata"]["labels"]
     assert "kueue.x-k8s.io/pod-group-total-count" not in pod["metadata"]["annotations"]
+    assert "kueue.x-k8s.io/retriable-in-group" not in pod["metadata"]["annotations"]
 
 
 def test_resources() -> None:
@@ -261,6 +271,16 @@ def test_callable_entrypoint_runs_from_the_pod_command(arg: int, code: int) -> N
     argv = [sys.executable, *container["command"][1:]]
     done = subprocess.run(argv, env=env, capture_output=True, timeout=60)
     assert done.returncode == code, done.stderr.decode()
+
+
+def test_a_large_callable_is_fetched_not_carried_in_the_pod() -> None:
+    """etcd bounds the size of one object: a big pickle must not ride in the pod's env."""
+    pod = build(run_spec(entrypoint=Entrypoint.from_callable(_double, b"x" * 2_000_000)))
+    container = pod["spec"]["containers"][0]
+    assert "IRIS_CALLABLE_B64" not in env_of(pod)
+    assert container["command"] == ["python", "-c", CALLABLE_BOOTSTRAP]
+    assert ":callable" in CALLABLE_BOOTSTRAP and "IRIS_TOKEN" in CALLABLE_BOOTSTRAP
+    assert len(json.dumps(pod)) < CALLABLE_INLINE_MAX + 16_384
 
 
 def test_dollar_signs_reach_the_task_unchanged() -> None:

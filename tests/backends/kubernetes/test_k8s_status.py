@@ -102,7 +102,7 @@ ROWS: list[tuple[str, dict[str, Any] | None, TaskState, str | None]] = [
                 }
             ],
         ),
-        TaskState.WORKER_FAILED,
+        TaskState.PREEMPTED,
         "pod disrupted: PreemptionByScheduler: x",
     ),
     (
@@ -128,10 +128,70 @@ ROWS: list[tuple[str, dict[str, Any] | None, TaskState, str | None]] = [
         make_pod(
             phase="Running",
             container_state=running(),
-            conditions=[{"type": "TerminationTarget", "status": "True", "reason": "StoppedByKueue"}],
+            conditions=[
+                {
+                    "type": "TerminationTarget",
+                    "status": "True",
+                    "reason": "WorkloadEvictedDueToPodsReadyTimeout",
+                }
+            ],
         ),
         TaskState.WORKER_FAILED,
-        "StoppedByKueue",
+        "WorkloadEvictedDueToPodsReadyTimeout",
+    ),
+    (
+        # What Kueue v0.17 writes when it preempts a pod (or a whole pod group), then deletes it.
+        "kueue preemption, pod still running",
+        make_pod(
+            phase="Running",
+            deleting=True,
+            container_state=running(),
+            conditions=[
+                {
+                    "type": "TerminationTarget",
+                    "status": "True",
+                    "reason": "WorkloadEvictedDueToPreempted",
+                    "message": "Preempted to accommodate a workload (UID: 1) due to prioritization in the ClusterQueue",
+                }
+            ],
+        ),
+        TaskState.PREEMPTED,
+        "WorkloadEvictedDueToPreempted: Preempted to accommodate",
+    ),
+    (
+        "kueue preemption, container killed",
+        make_pod(
+            phase="Failed",
+            deleting=True,
+            container_state=terminated(143),
+            conditions=[
+                {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvictedDueToPreempted"}
+            ],
+        ),
+        TaskState.PREEMPTED,
+        "WorkloadEvictedDueToPreempted",
+    ),
+    (
+        "kueue deactivated the workload",
+        make_pod(
+            phase="Failed",
+            container_state=terminated(143),
+            conditions=[
+                {"type": "TerminationTarget", "status": "True", "reason": "WorkloadEvictedDueToDeactivated"}
+            ],
+        ),
+        TaskState.WORKER_FAILED,
+        "WorkloadEvictedDueToDeactivated",
+    ),
+    (
+        "orphaned pod failed by pod GC",
+        make_pod(
+            phase="Failed",
+            deleting=True,
+            conditions=[{"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC"}],
+        ),
+        TaskState.WORKER_FAILED,
+        "DeletionByPodGC",
     ),
     (
         "failed before the container ran",
@@ -220,7 +280,7 @@ def test_every_pod_maps_to_a_reportable_state(
         del pod["status"]["phase"]
     obs = observe(pod, now=T0 + age)
     assert obs.state is not TaskState.PENDING and obs.state is not TaskState.MISSING
-    if obs.state in (TaskState.FAILED, TaskState.WORKER_FAILED):
+    if obs.state in (TaskState.FAILED, TaskState.WORKER_FAILED, TaskState.PREEMPTED):
         assert obs.error
     if obs.state is TaskState.SUCCEEDED:
         assert obs.exit_code == 0
@@ -228,3 +288,28 @@ def test_every_pod_maps_to_a_reportable_state(
         assert obs.runtime_released
     if phase in ("Running", "Pending", None):
         assert not obs.runtime_released
+
+
+@pytest.mark.parametrize("reason", ["WorkloadEvictedDueToPreempted", "WorkloadEvictedDueToDeactivated"])
+def test_kueue_stopping_a_pod_spends_the_preemption_budget_only(reason: str) -> None:
+    """Whatever Kueue's reason, the attempt it stopped is retried on the preemption budget."""
+    from iris.cluster.controller.task_state import (
+        AttemptSnapshot,
+        Observation,
+        TaskSnapshot,
+        apply_observation,
+    )
+
+    pod = make_pod(
+        phase="Failed",
+        deleting=True,
+        container_state=terminated(143),
+        conditions=[{"type": "TerminationTarget", "status": "True", "reason": reason}],
+    )
+    obs = observe(pod)
+    task = TaskSnapshot("/a/j/0", TaskState.RUNNING, "u1", max_retries_failure=0, max_retries_preemption=3)
+    attempt = AttemptSnapshot("u1", "/a/j/0", TaskState.RUNNING)
+    moved = apply_observation(task, attempt, Observation(state=obs.state, error=obs.error), now=T0 + 20)
+    assert moved.task.state is TaskState.PENDING  # retried, although no failure retry is allowed
+    assert moved.task.failure_count == 0 and moved.task.preemption_count == 1
+    assert not moved.failed_attempt

@@ -6,6 +6,7 @@ and custom methods follow a colon: ``POST /api/v1/jobs/alice/train:stop``.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 from contextvars import ContextVar
@@ -390,6 +391,21 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     def stop_job(job_path: str) -> StopResponse:
         job_id = owned_job(_job_id(job_path))
         return StopResponse(job_id=job_id, state=controller.stop_job(job_id))
+
+    @app.get("/api/v1/jobs/{job_path:path}:callable")
+    def job_callable(job_path: str) -> Response:
+        """The pickled callable of a callable job, for runtimes that cannot carry it inline
+        (a Kubernetes pod fetches a large one here instead of holding it in its own object)."""
+        job_id = owned_job(_job_id(job_path))
+        with controller.db.read() as cur:
+            row = store.get_job(cur, job_id)
+        if row is None:
+            raise NotFound(f"job {job_id} does not exist")
+        entrypoint = row.spec.entrypoint
+        if entrypoint.kind != "callable" or not entrypoint.callable_b64:
+            raise NotFound(f"job {job_id} runs a command, not a Python callable")
+        payload = base64.b64decode(entrypoint.callable_b64)
+        return Response(content=payload, media_type="application/octet-stream")
 
     @app.get("/api/v1/jobs/{job_path:path}:events")
     def job_events(job_path: str, limit: int = Query(default=200, ge=1, le=2000)) -> dict[str, object]:

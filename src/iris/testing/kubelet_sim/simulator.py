@@ -1,8 +1,10 @@
 """KubeletSimulator: schedules ungated pods onto fake nodes and runs them as local processes.
 
-It plays kube-scheduler (bind or explain why not) and the kubelet (run the first container,
+It plays kube-scheduler (bind or explain why not), the kubelet (run the first container,
 report Pending/ContainerCreating -> Running -> Succeeded/Failed, serve logs, kill the process
-group on deletion and then finish the deletion), reacting to in-process change feeds.
+group on deletion and then finish the deletion) and the pod garbage collector of
+kube-controller-manager (a pod deleted before it got a node is marked Failed, then force-deleted;
+the real one does it every 20 s, this one at once), reacting to in-process change feeds.
 """
 
 from __future__ import annotations
@@ -201,11 +203,9 @@ class KubeletSimulator:
                         node_used = used.setdefault(node, {})
                         for resource, amount in {**_safe_requests(pod), "pods": Fraction(1)}.items():
                             node_used[resource] = node_used.get(resource, Fraction(0)) + amount
-                elif (
-                    not spec.get("schedulingGates")
-                    and not meta.get("deletionTimestamp")
-                    and not _is_terminal(pod)
-                ):
+                elif meta.get("deletionTimestamp"):
+                    self._collect_unscheduled(pod)
+                elif not spec.get("schedulingGates") and not _is_terminal(pod):
                     if spec.get("schedulerName", "default-scheduler") == "default-scheduler":
                         pending.append(pod)
             self._done &= live_uids
@@ -348,6 +348,26 @@ class KubeletSimulator:
 
     def _lookup(self, resource: ResourceType, namespace: str, name: str) -> dict[str, Any] | None:
         return self.server.store.try_get(resource, namespace, name)
+
+    def _collect_unscheduled(self, pod: dict[str, Any]) -> None:
+        """Pod GC's gcUnscheduledTerminating: phase Failed (no condition), then delete with grace 0.
+
+        A finalizer (Kueue's) still holds the pod after that, until its owner lets go."""
+        meta = pod["metadata"]
+        if not _is_terminal(pod):
+            self._write_status(pod, lambda status, _current: {**status, "phase": "Failed"})
+        if meta.get("deletionGracePeriodSeconds"):
+            try:
+                self.server.store.delete(
+                    PODS,
+                    meta["namespace"],
+                    meta["name"],
+                    grace_period_seconds=0,
+                    precondition_uid=meta["uid"],
+                )
+            except ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
 
     def _write_status(self, pod: dict[str, Any], update: StatusUpdate) -> None:
         meta = pod["metadata"]

@@ -8,4 +8,10 @@ MANAGED_LABEL = "kueue.x-k8s.io/managed"
 MANAGED_FINALIZER = "kueue.x-k8s.io/managed"
 ADMISSION_GATE = "kueue.x-k8s.io/admission"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"
-PREEMPTION_REASON = "PreemptionByKueue"
+RETRIABLE_IN_GROUP_ANNOTATION = "kueue.x-k8s.io/retriable-in-group"
+# Kueue stops a pod by setting this condition (reason = its stop reason), then deleting the pod.
+TERMINATION_TARGET = "TerminationTarget"
+# The stop reason of an evicted workload is this prefix + the Workload's Evicted reason.
+EVICTION_STOP_PREFIX = "WorkloadEvictedDueTo"
+# The Workload's Evicted reason when a higher-priority workload took its quota.
+PREEMPTION_REASON = "Preempted"

@@ -3,7 +3,8 @@
 Shell around ``quota.plan_admission``: an informer cache of pods and Kueue objects, one
 admission cycle per batch of changes, and the effects a real Kueue has — remove the admission
 gate, mirror a ``Workload`` per pod or pod group with Kueue's conditions, evict (condition
-``DisruptionTarget`` then delete the whole group), and strip Kueue's finalizer once a pod is done.
+``TerminationTarget`` with Kueue's stop reason, then delete the whole group), finish Workloads and
+strip Kueue's finalizer by the pod-group rules of ``lifecycle``.
 """
 
 from __future__ import annotations
@@ -32,14 +33,17 @@ from iris.testing.fake_apiserver import (
 )
 from iris.testing.informer import Informer
 from iris.testing.k8s_quantity import format_quantity, parse_quantity, pod_requests, sum_quantities
+from iris.testing.kueue_sim.lifecycle import Finish, any_running, pods_to_let_go, workload_finish
 from iris.testing.kueue_sim.names import (
     ADMISSION_GATE,
+    EVICTION_STOP_PREFIX,
     MANAGED_FINALIZER,
     POD_GROUP_NAME_LABEL,
     POD_GROUP_TOTAL_COUNT_ANNOTATION,
     PREEMPTION_REASON,
     PRIORITY_CLASS_LABEL,
     QUEUE_NAME_LABEL,
+    TERMINATION_TARGET,
 )
 from iris.testing.kueue_sim.quota import (
     NEVER,
@@ -69,6 +73,8 @@ class _Workload:
     cluster_queue: str = ""
     requests: dict[str, Fraction] = field(default_factory=dict)
     eviction: tuple[str, str] | None = None  # (reason, message) once evicted
+    finished: Finish | None = None  # once set, for good (Kueue never reopens a Workload)
+    group: bool = False
     written: dict[str, Any] | None = None  # last Workload status written
 
 
@@ -175,14 +181,16 @@ class KueueSimulator:
         pod_name: str,
         *,
         namespace: str | None = None,
-        reason: str = "EvictedByTest",
-        message: str = "Evicted by test",
+        reason: str = PREEMPTION_REASON,
+        message: str = "Preempted to accommodate a workload (UID: test) due to prioritization in the ClusterQueue",
     ) -> list[str]:
         """Evict the workload of ``pod_name`` (its whole pod group), as Kueue preemption does.
 
-        Each pod gets ``DisruptionTarget=True`` (reason PreemptionByKueue, ``message``) and is
-        deleted; the Workload records ``Evicted`` with ``reason``. Returns the pod names deleted.
-        ``namespace`` may be omitted when the pod name is unique.
+        ``reason`` is the Workload's Evicted reason (Kueue's are Preempted, PodsReadyTimeout,
+        AdmissionCheck, ClusterQueueStopped, Deactivated, NodeFailures). Each running member gets
+        ``TerminationTarget=True`` with reason ``WorkloadEvictedDueTo<reason>`` and ``message``,
+        then is deleted. Returns the pod names deleted. ``namespace`` may be omitted when the pod
+        name is unique.
         """
         with self._lock:
             self._sync()
@@ -216,6 +224,7 @@ class KueueSimulator:
             key[1],
             labels.get(QUEUE_NAME_LABEL, ""),
             next(self._order),
+            group=POD_GROUP_NAME_LABEL in labels,
         )
         self._workloads[key] = workload
         return workload
@@ -233,6 +242,7 @@ class KueueSimulator:
             for key, pods in members.items():
                 if key not in self._workloads:
                     self._remember(key, pods[0])
+                self._settle(self._workloads[key], pods)
             candidates, blocked = self._candidates(members)
             plan = plan_admission(self._queue_specs(), candidates)
             admitted_now = {_split(k) for k in plan.admit}
@@ -241,16 +251,21 @@ class KueueSimulator:
                 self._admit(self._workloads[key], members[key], assignment)
             for victim, preemptor in plan.evict.items():
                 message = f"Preempted to accommodate a workload ({preemptor}) due to prioritization in the ClusterQueue"
-                self._evict(self._workloads[_split(victim)], "Preempted", message)
-            pending = {**blocked, **{_split(k): m for k, m in plan.pending.items()}}
+                self._evict(self._workloads[_split(victim)], PREEMPTION_REASON, message)
+            pending = {**blocked, **{_split(k): ("Pending", m) for k, m in plan.pending.items()}}
             for key, workload in self._workloads.items():
                 pods = members[key]
-                if workload.assignment is not None and workload.eviction is None and key not in admitted_now:
+                if (
+                    workload.assignment is not None
+                    and workload.eviction is None
+                    and workload.finished is None
+                    and key not in admitted_now
+                ):
                     for pod in pods:
                         if _is_gated(pod):  # a replacement member of an admitted group
                             self._ungate(pod, workload.assignment)
                 self._write_workload(workload, pods, pending.get(key))
-            self._release_finalizers()
+                self._release_finalizers(workload, pods)
             holding = {_split(c.key) for c in candidates if c.assignment is not None} | admitted_now
             self._write_queue_status(holding, set(pending))
 
@@ -263,41 +278,43 @@ class KueueSimulator:
 
     def _candidates(
         self, members: dict[WorkloadKey, list[dict[str, Any]]]
-    ) -> tuple[list[Candidate], dict[WorkloadKey, str]]:
-        """Workloads for the planner, and reasons for those that cannot even be considered."""
+    ) -> tuple[list[Candidate], dict[WorkloadKey, tuple[str, str]]]:
+        """Workloads for the planner, and (reason, message) for those that cannot even be considered."""
         queues = self._queue_specs()
-        blocked: dict[WorkloadKey, str] = {}
+        blocked: dict[WorkloadKey, tuple[str, str]] = {}
         candidates: list[Candidate] = []
         for key, pods in members.items():
             workload = self._workloads[key]
-            if workload.assignment is not None:
-                if any(not _is_terminal(p) for p in pods):  # quota is held until every member is done
-                    candidates.append(
-                        self._candidate(key, workload, workload.requests, workload.assignment, pods)
-                    )
+            if workload.finished is not None:
+                continue
+            if workload.assignment is not None:  # quota is held until the Workload finishes
+                candidates.append(
+                    self._candidate(key, workload, workload.requests, workload.assignment, pods)
+                )
                 continue
             live = [p for p in pods if not _is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
             if not any(_is_gated(p) for p in live):
                 continue
             local_queue = self._local_queues.cache.get((workload.namespace, workload.queue_name))
             if local_queue is None:
-                blocked[key] = f"LocalQueue {workload.queue_name} doesn't exist"
+                blocked[key] = ("Inadmissible", f"LocalQueue {workload.queue_name} doesn't exist")
                 continue
             cluster_queue = (local_queue.get("spec") or {}).get("clusterQueue", "")
             if cluster_queue not in queues:
-                blocked[key] = f"ClusterQueue {cluster_queue} doesn't exist"
+                blocked[key] = ("Inadmissible", f"ClusterQueue {cluster_queue} doesn't exist")
                 continue
             workload.cluster_queue = cluster_queue
             total = self._total_count(pods)
             if len(live) < total:
                 blocked[key] = (
-                    f"waiting for all pods of group {workload.name} to be created ({len(live)}/{total})"
+                    "Pending",
+                    f"waiting for all pods of group {workload.name} to be created ({len(live)}/{total})",
                 )
                 continue
             try:
                 requests = sum_quantities([pod_requests(p) for p in live])
             except ValueError as exc:
-                blocked[key] = f"invalid resource request: {exc}"
+                blocked[key] = ("Pending", f"invalid resource request: {exc}")
                 continue
             candidates.append(self._candidate(key, workload, requests, None, pods))
         return candidates, blocked
@@ -334,11 +351,22 @@ class KueueSimulator:
             return int(wpc.get("value") or 0)
         return int((pod.get("spec") or {}).get("priority") or 0)
 
+    def _settle(self, workload: _Workload, pods: list[dict[str, Any]]) -> None:
+        """Finish the Workload when Kueue would, and free an evicted one's quota once nothing runs."""
+        if workload.finished is None:
+            workload.finished = workload_finish(pods, group=workload.group, total=self._total_count(pods))
+        if workload.finished is not None:
+            workload.assignment = None
+        elif workload.eviction is not None and workload.assignment is not None:
+            if not (workload.group and any_running(pods)):
+                workload.assignment = None
+
     # ----- effects ------------------------------------------------------------------------------
 
     def _admit(self, workload: _Workload, pods: list[dict[str, Any]], assignment: dict[str, str]) -> None:
         live = [p for p in pods if not _is_terminal(p) and not p["metadata"].get("deletionTimestamp")]
         workload.assignment = dict(assignment)
+        workload.eviction = None
         workload.requests = sum_quantities([pod_requests(p) for p in live])
         for pod in live:
             if _is_gated(pod):
@@ -378,13 +406,19 @@ class KueueSimulator:
                 meta["namespace"] != workload.namespace
                 or _workload_name(pod) != workload.name
                 or _is_terminal(pod)
+                or _is_gated(pod)  # Kueue stops only members that may run
+                or meta.get("deletionTimestamp")
             ):
                 continue
 
             def mark(current: dict[str, Any]) -> dict[str, Any]:
                 status = current.setdefault("status", {})
                 status["conditions"] = set_condition(
-                    status.get("conditions"), "DisruptionTarget", "True", PREEMPTION_REASON, message
+                    status.get("conditions"),
+                    TERMINATION_TARGET,
+                    "True",
+                    EVICTION_STOP_PREFIX + reason,
+                    message,
                 )
                 return current
 
@@ -408,14 +442,17 @@ class KueueSimulator:
                 raise
 
     def _workload_status(
-        self, workload: _Workload, pods: list[dict[str, Any]], pending_message: str | None
+        self, workload: _Workload, pods: list[dict[str, Any]], pending: tuple[str, str] | None
     ) -> dict[str, Any]:
         previous = copy.deepcopy(workload.written or {})
         conditions = previous.get("conditions")
         status: dict[str, Any] = {}
-        succeeded = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Succeeded")
-        failed = sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Failed")
-        if workload.assignment is not None:
+        if workload.finished is not None:
+            outcome = "Succeeded" if workload.finished.success else "Failed"
+            conditions = set_condition(conditions, "Finished", "True", outcome, workload.finished.message)
+            if previous.get("admission"):
+                status["admission"] = previous["admission"]
+        elif workload.assignment is not None:
             count = max(len(pods), 1)
             conditions = set_condition(
                 conditions,
@@ -436,13 +473,15 @@ class KueueSimulator:
                     }
                 ],
             }
-            if pods and succeeded + failed == len(pods) and len(pods) >= self._total_count(pods):
-                outcome = "Succeeded" if failed == 0 else "Failed"
-                conditions = set_condition(
-                    conditions, "Finished", "True", outcome, f"Pods succeeded: {succeeded}/{len(pods)}."
-                )
-        elif pending_message:
-            conditions = set_condition(conditions, "QuotaReserved", "False", "Pending", pending_message)
+        elif workload.eviction is not None:
+            message = workload.eviction[1]
+            conditions = set_condition(conditions, "QuotaReserved", "False", "Pending", message)
+            conditions = set_condition(
+                conditions, "Admitted", "False", "NoReservation", "The workload has no reservation"
+            )
+            conditions = set_condition(conditions, "Requeued", "True", workload.eviction[0], message)
+        elif pending:
+            conditions = set_condition(conditions, "QuotaReserved", "False", pending[0], pending[1])
         if workload.eviction is not None:
             reason, message = workload.eviction
             conditions = set_condition(conditions, "Evicted", "True", reason, message)
@@ -452,10 +491,10 @@ class KueueSimulator:
         return status
 
     def _write_workload(
-        self, workload: _Workload, pods: list[dict[str, Any]], pending_message: str | None
+        self, workload: _Workload, pods: list[dict[str, Any]], pending: tuple[str, str] | None
     ) -> None:
         """Mirror the workload's state into its Workload object (recreated if someone deleted it)."""
-        status = self._workload_status(workload, pods, pending_message)
+        status = self._workload_status(workload, pods, pending)
         store = self.server.store
         exists = store.exists(WORKLOADS, workload.namespace, workload.name)
         if status == workload.written and exists:
@@ -502,18 +541,14 @@ class KueueSimulator:
             "spec": spec,
         }
 
-    def _release_finalizers(self) -> None:
-        """Kueue lets go of a pod once it has finished or is being deleted without running."""
-        for pod in list(self._pods.cache.values()):
+    def _release_finalizers(self, workload: _Workload, pods: list[dict[str, Any]]) -> None:
+        """Kueue lets go of members by the rules of ``lifecycle.pods_to_let_go``."""
+        let_go = pods_to_let_go(
+            pods, group=workload.group, total=self._total_count(pods), finished=workload.finished is not None
+        )
+        for pod in let_go:
             meta = pod["metadata"]
             finalizers = meta.get("finalizers") or []
-            if MANAGED_FINALIZER not in finalizers:
-                continue
-            unbound_and_deleted = bool(meta.get("deletionTimestamp")) and not (pod.get("spec") or {}).get(
-                "nodeName"
-            )
-            if not (_is_terminal(pod) or unbound_and_deleted):
-                continue
             index = finalizers.index(MANAGED_FINALIZER)
             patch = [
                 {"op": "test", "path": f"/metadata/finalizers/{index}", "value": MANAGED_FINALIZER},
@@ -557,6 +592,7 @@ class KueueSimulator:
                             {"name": res, "total": format_quantity(amount)}
                         )
                     status["flavorsUsage"] = [{"name": f, "resources": r} for f, r in by_flavor.items()]
+                    status["flavorsReservation"] = copy.deepcopy(status["flavorsUsage"])
                 if status == (obj.get("status") or {}):
                     continue
                 try:

@@ -18,7 +18,11 @@ from typing import Any, TypeVar
 
 from iris.cluster.backends.kubernetes.api import ExecResult, KubeApi, KubeApiError
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
-from iris.cluster.backends.kubernetes.kueue import kueue_reasons_by_pod, summarize_workloads
+from iris.cluster.backends.kubernetes.kueue import (
+    kueue_reasons_by_pod,
+    summarize_workloads,
+    workload_missing_queue,
+)
 from iris.cluster.backends.kubernetes.logs import parse_log_line
 from iris.cluster.backends.kubernetes.naming import (
     LABEL_BACKEND_ID,
@@ -94,7 +98,9 @@ class KubernetesBackend:
         now = time.time()
         desired_uids = {d.attempt_uid for d in desired}
         gated = [p for p in pods if is_kueue_gated(p) and pod_attempt_uid(p) in desired_uids]
-        reasons = kueue_reasons_by_pod(self._workloads(now), gated) if gated else {}
+        workloads = self._workloads(now) if gated else []
+        reasons = kueue_reasons_by_pod(workloads, gated)
+        refusals = kueue_reasons_by_pod(workloads, gated, workload_missing_queue)
         plan = plan_reconcile(
             desired,
             pods,
@@ -102,6 +108,7 @@ class KubernetesBackend:
             terminal_pod_retention_s=self.config.terminal_pod_retention_s,
             image_pull_grace_s=self.config.image_pull_grace_s,
             kueue_reasons=reasons,
+            kueue_refusals=refusals,
         )
         created = dict(self._run_all(self._create, plan.creates))
         self._run_all(self._delete, plan.deletes)
@@ -132,8 +139,8 @@ class KubernetesBackend:
         except KubeApiError as err:
             if err.status == 409:  # created by an earlier round whose answer we never saw
                 pod = self._get_quietly(name)
-            elif err.status in (400, 422):
-                message = f"Kubernetes rejected pod {name}: {err.message}"
+            elif err.status in (400, 422) or _denied_by_webhook(err):
+                message = _refusal(name, err)
                 return uid, _observation(uid, TaskState.FAILED, message, error=message, released=True)
             else:
                 logger.warning("creating pod %s failed (will retry): %s", name, err)
@@ -356,6 +363,22 @@ def _observation(
     return AttemptObservation(
         attempt_uid=uid, state=state, message=message, error=error, runtime_released=released
     )
+
+
+def _denied_by_webhook(err: KubeApiError) -> bool:
+    """An admission webhook (Kueue's among them) said no: the same pod will be refused again.
+
+    Other 403s (RBAC not bound yet, a PriorityClass not installed yet, a namespace quota that
+    is full right now) can pass once the operator or the cluster catches up, so they are retried.
+    """
+    return err.status == 403 and "admission webhook" in err.message
+
+
+def _refusal(name: str, err: KubeApiError) -> str:
+    """One sentence for an API server's permanent no."""
+    if err.status == 403:
+        return f"Kubernetes refused pod {name}: {err.message}"
+    return f"Kubernetes rejected pod {name} as invalid: {err.message}"
 
 
 def _gone_line(name: str) -> LogLine:

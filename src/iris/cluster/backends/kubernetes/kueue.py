@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from iris.cluster.backends.kubernetes.pods import KUEUE_POD_GROUP_NAME
@@ -38,15 +38,28 @@ def workload_pending_reason(workload: dict[str, Any]) -> str | None:
     return f"queued in LocalQueue {queue}" if queue else "queued"
 
 
+def workload_missing_queue(workload: dict[str, Any]) -> str | None:
+    """Kueue's words when the workload names a LocalQueue that does not exist: it will wait for
+    ever (Kueue marks it ``Inadmissible``), so the attempt should fail instead."""
+    c = _conditions(workload).get("QuotaReserved")
+    if c is None or c.get("status") != "False" or c.get("reason") != "Inadmissible":
+        return None
+    message = c.get("message") or ""
+    return message if message.startswith("LocalQueue ") and message.endswith("doesn't exist") else None
+
+
 def kueue_reasons_by_pod(
-    workloads: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]]
+    workloads: Iterable[dict[str, Any]],
+    pods: Iterable[dict[str, Any]],
+    reason_of: Callable[[dict[str, Any]], str | None] = workload_pending_reason,
 ) -> dict[str, str]:
-    """Pod name -> Kueue's pending reason, matching workloads to pods by owner reference
-    (how Kueue links plain pods) or by pod-group name (how it names gang workloads)."""
+    """Pod name -> ``reason_of`` its workload (by default Kueue's pending reason), matching
+    workloads to pods by owner reference (how Kueue links plain pods) or by pod-group name
+    (how it names gang workloads)."""
     by_group: dict[str, str] = {}
     by_pod: dict[str, str] = {}
     for workload in workloads:
-        reason = workload_pending_reason(workload)
+        reason = reason_of(workload)
         if reason is None:
             continue
         metadata = workload.get("metadata") or {}

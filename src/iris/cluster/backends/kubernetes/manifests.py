@@ -21,7 +21,10 @@ CONTROLLER = "iris-controller"
 STATE_DIR = "/var/lib/iris"
 KUEUE_API_VERSIONS = ("v1beta2", "v1beta1")
 
-# Higher bands win admission and may preempt strictly lower ones; BATCH never preempts.
+# Higher bands win Kueue admission and Kueue may evict strictly lower ones inside our ClusterQueue
+# (its ``preemption.withinClusterQueue``). Our PriorityClasses order kube-scheduler's queue but
+# never preempt (``preemptionPolicy: Never``): a cluster-wide PriorityClass that preempts would
+# let Iris tasks evict other tenants' pods on any node, outside every quota.
 BAND_PRIORITIES: dict[PriorityBand, int] = {
     PriorityBand.PRODUCTION: 1000,
     PriorityBand.INTERACTIVE: 100,
@@ -73,6 +76,7 @@ def render_manifests(
     memory_quota: str = "256Gi",
     disk_quota: str = "1Ti",
     gpu_quota: str = "0",
+    tpu_quota: str = "0",
     controller_cpu: str = "1",
     controller_memory: str = "2Gi",
     kueue_api_version: str = "v1beta2",
@@ -89,6 +93,7 @@ def render_manifests(
         ("memory quota", memory_quota),
         ("disk quota", disk_quota),
         ("gpu quota", gpu_quota),
+        ("tpu quota", tpu_quota),
         ("storage", storage),
         ("controller cpu", controller_cpu),
         ("controller memory", controller_memory),
@@ -99,7 +104,14 @@ def render_manifests(
     kueue = f"kueue.x-k8s.io/{kueue_api_version}"
     labels = {"app.kubernetes.io/name": CONTROLLER, "app.kubernetes.io/part-of": "iris"}
     cluster_scoped_name = f"{CONTROLLER}-{namespace}"
-    priority_classes = KubernetesBackendConfig().priority_classes
+    defaults = KubernetesBackendConfig()
+    priority_classes = defaults.priority_classes
+    # Kueue leaves a workload pending for good when it requests a resource its ClusterQueue does
+    # not cover, so every device resource the backend can put on a pod is covered here.
+    device_quotas = {"gpu": gpu_quota, "tpu": tpu_quota}
+    quotas = {"cpu": cpu_quota, "memory": memory_quota, "ephemeral-storage": disk_quota}
+    for device, resource_name in sorted(defaults.device_resources.items()):
+        quotas[resource_name] = device_quotas.get(device, "0")
 
     objects: list[dict[str, Any]] = [
         {
@@ -118,12 +130,7 @@ def render_manifests(
             cluster_queue,
             namespace,
             resource_flavor,
-            {
-                "cpu": cpu_quota,
-                "memory": memory_quota,
-                "ephemeral-storage": disk_quota,
-                "nvidia.com/gpu": gpu_quota,
-            },
+            quotas,
         ),
         {
             "apiVersion": kueue,
@@ -150,7 +157,7 @@ def render_manifests(
                 "metadata": {"name": name},
                 "value": value,
                 "globalDefault": False,
-                "preemptionPolicy": "Never" if band is PriorityBand.BATCH else "PreemptLowerPriority",
+                "preemptionPolicy": "Never",
                 "description": f"Iris {band.value} band: kube-scheduler order",
             }
         )
@@ -161,7 +168,7 @@ def render_manifests(
             "metadata": {"name": SYSTEM_PRIORITY_CLASS},
             "value": SYSTEM_PRIORITY,
             "globalDefault": False,
-            "preemptionPolicy": "PreemptLowerPriority",
+            "preemptionPolicy": "Never",
             "description": "The Iris controller: never displaced by the tasks it runs",
         }
     )
@@ -225,8 +232,24 @@ def render_manifests(
     return objects
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes a shared dict out in full each time instead of as ``&id001``/``*id001``."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
 def manifests_yaml(objects: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(objects, sort_keys=False, explicit_start=True)
+    return yaml.dump_all(objects, Dumper=_NoAliasDumper, sort_keys=False, explicit_start=True)
+
+
+def pull_policy(image: str) -> str:
+    """``Always`` for a moving tag (``:latest`` or none), ``IfNotPresent`` for a pinned one."""
+    if "@" in image:
+        return "IfNotPresent"
+    name = image.rsplit("/", 1)[-1]
+    tag = name.split(":", 1)[1] if ":" in name else "latest"
+    return "Always" if tag == "latest" else "IfNotPresent"
 
 
 def controller_command(*, port: int, namespace: str, queue: str, image: str = DEFAULT_IMAGE) -> list[str]:
@@ -316,7 +339,7 @@ def _deployment(
     container = {
         "name": "controller",
         "image": image,
-        "imagePullPolicy": "IfNotPresent",
+        "imagePullPolicy": pull_policy(image),
         "command": controller_command(port=port, namespace=namespace, queue=queue, image=image),
         "ports": [{"name": "http", "containerPort": port, "protocol": "TCP"}],
         "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],

@@ -14,6 +14,7 @@ from typing import Any
 from iris.cluster.backends.kubernetes.naming import ANNOTATION_ATTEMPT_UID, LABEL_ATTEMPT_UID
 from iris.cluster.backends.kubernetes.status import (
     PodObservation,
+    is_kueue_gated,
     is_terminal_pod,
     map_pod_status,
     pod_finished_at,
@@ -85,13 +86,16 @@ def plan_reconcile(
     terminal_pod_retention_s: float,
     image_pull_grace_s: float,
     kueue_reasons: Mapping[str, str] | None = None,
+    kueue_refusals: Mapping[str, str] | None = None,
 ) -> ReconcilePlan:
     """Decide what to create, what to delete and what to report.
 
     ``pods`` are the pods labelled as this backend's; ``kueue_reasons`` maps a pod name to
-    Kueue's explanation of why its workload is not admitted yet.
+    Kueue's explanation of why its workload is not admitted yet, ``kueue_refusals`` to why it
+    never will be (the attempt fails, and its pod is deleted as a stray once it is let go).
     """
     kueue_reasons = kueue_reasons or {}
+    kueue_refusals = kueue_refusals or {}
     by_uid: dict[str, dict[str, Any]] = {}
     unowned: list[dict[str, Any]] = []
     for pod in pods:
@@ -115,6 +119,13 @@ def plan_reconcile(
             continue
         if pod is None and attempt.spec is not None:
             creates.append(PodCreate(uid, attempt.spec))
+            continue
+        refusal = kueue_refusals.get(pod_name_of(pod)) if pod is not None else None
+        if refusal is not None and pod is not None and is_kueue_gated(pod):
+            message = f"Kueue will never admit pod {pod_name_of(pod)}: {refusal}"
+            observations[uid] = AttemptObservation(
+                attempt_uid=uid, state=TaskState.FAILED, error=message, message=message, runtime_released=True
+            )
             continue
         reason = kueue_reasons.get(pod_name_of(pod)) if pod is not None else None
         obs = map_pod_status(pod, now=now, image_pull_grace_s=image_pull_grace_s, kueue_reason=reason)

@@ -36,17 +36,38 @@ KUEUE_QUEUE_NAME = "kueue.x-k8s.io/queue-name"
 KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 KUEUE_POD_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
 KUEUE_POD_GROUP_TOTAL_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+# Kueue keeps a pod group's Workload (and its quota, and the managed finalizer on every member)
+# until all members succeed, waiting for replacements of failed ones. Iris never replaces a
+# member in place: a failed gang comes back as a new generation with a new group name. Marking
+# every member unretriable tells Kueue to finish the Workload once no member is still active.
+KUEUE_RETRIABLE_IN_GROUP = "kueue.x-k8s.io/retriable-in-group"
 
 CALLABLE_ENV = "IRIS_CALLABLE_B64"
-# The callable runner reads its pickle from a file; a pod has no file we could ship, so the
-# payload travels base64-encoded in an env var and this bootstrap writes it out first.
-CALLABLE_BOOTSTRAP = (
-    "import base64, os, sys, tempfile\n"
-    "from iris.cluster.worker.callable_runner import main\n"
-    "with tempfile.NamedTemporaryFile(suffix='.pkl', delete=False) as f:\n"
-    f"    f.write(base64.b64decode(os.environ.pop({CALLABLE_ENV!r})))\n"
-    "sys.exit(main([f.name]))\n"
-)
+# A pod is one etcd object (about 1.5 MiB at most, with everything else in it): a small pickle
+# rides inline in an env var, a larger one is fetched from the controller when the task starts.
+CALLABLE_INLINE_MAX = 64 * 1024
+# The callable runner reads its pickle from a file; this bootstrap writes it out first.
+CALLABLE_BOOTSTRAP = """\
+import base64, os, sys, tempfile, urllib.parse, urllib.request
+from iris.cluster.worker.callable_runner import main
+payload = os.environ.pop("IRIS_CALLABLE_B64", None)
+if payload is not None:
+    data = base64.b64decode(payload)
+else:
+    job = urllib.parse.quote(os.environ["IRIS_JOB_ID"].strip("/"))
+    url = os.environ["IRIS_CONTROLLER_URL"].rstrip("/") + "/api/v1/jobs/" + job + ":callable"
+    request = urllib.request.Request(url)
+    if os.environ.get("IRIS_TOKEN"):
+        request.add_header("Authorization", "Bearer " + os.environ["IRIS_TOKEN"])
+    try:
+        with urllib.request.urlopen(request, timeout=300) as resp:
+            data = resp.read()
+    except OSError as exc:
+        sys.exit(f"could not fetch the job's callable from {url}: {exc}")
+with tempfile.NamedTemporaryFile(suffix=".pkl", delete=False) as f:
+    f.write(data)
+sys.exit(main([f.name]))
+"""
 
 # The workspace bundle is unpacked by an init container into an emptyDir the task runs in.
 WORKSPACE_VOLUME = "workspace"
@@ -122,6 +143,7 @@ def build_pod(
         generation = spec.gang_generation if spec.gang_generation is not None else spec.attempt_number
         labels[KUEUE_POD_GROUP_NAME] = pod_group_name(spec.job_id, generation)
         annotations[KUEUE_POD_GROUP_TOTAL_COUNT] = str(gang_size)
+        annotations[KUEUE_RETRIABLE_IN_GROUP] = "false"
     if config.service_account:
         pod_spec["serviceAccountName"] = config.service_account
 
@@ -219,8 +241,9 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
     )
     if spec.gang_generation is not None:
         env["IRIS_GANG_GENERATION"] = str(spec.gang_generation)
-    if spec.entrypoint.kind == "callable":
-        env[CALLABLE_ENV] = spec.entrypoint.callable_b64 or ""
+    payload = spec.entrypoint.callable_b64 or ""
+    if spec.entrypoint.kind == "callable" and len(payload) <= CALLABLE_INLINE_MAX:
+        env[CALLABLE_ENV] = payload
     if spec.bundle_id:
         env["IRIS_BUNDLE_ID"] = spec.bundle_id
     if spec.user:

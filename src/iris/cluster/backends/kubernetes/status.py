@@ -4,7 +4,8 @@ The rules, in order:
 
 - no pod -> MISSING (the controller turns a vanished pod into WORKER_FAILED and retries);
 - Succeeded -> SUCCEEDED; Failed -> FAILED for the program's own failures (non-zero exit,
-  OOMKilled) or WORKER_FAILED for the infrastructure's (disruption, eviction, node loss);
+  OOMKilled) or WORKER_FAILED for the infrastructure's (disruption, eviction, node loss), and
+  PREEMPTED when Kueue or the scheduler preempted it (both spend the preemption budget);
 - being deleted by someone else -> WORKER_FAILED;
 - Pending, gated by Kueue -> ASSIGNED "waiting for Kueue admission: <reason>";
   unschedulable -> ASSIGNED with the scheduler's message; scheduled with containers
@@ -40,8 +41,20 @@ INFRASTRUCTURE_REASONS = frozenset(
     }
 )
 # Conditions that announce the pod is being taken away (DisruptionTarget is Kubernetes'
-# own; TerminationTarget is what Kueue sets when it stops a plain pod).
+# own; TerminationTarget is what Kueue sets when it stops a plain pod). Either way the
+# infrastructure took the pod: the attempt spends the preemption budget, never the failure one.
 DISRUPTION_CONDITIONS = ("DisruptionTarget", "TerminationTarget")
+# Reasons on those conditions that mean a higher-priority workload took the place. Kueue writes
+# its stop reason, "WorkloadEvictedDueTo" + the Workload's Evicted reason ("Preempted"); the
+# scheduler writes PreemptionByScheduler. Other reasons (a deactivated Workload, node failure,
+# eviction API, pod GC) are reported as lost to the infrastructure.
+PREEMPTION_REASONS = frozenset(
+    {
+        "WorkloadEvictedDueToPreempted",
+        "Preempted",
+        "PreemptionByScheduler",
+    }
+)
 # Container waiting reasons that mean the container cannot start as specified.
 IMAGE_PULL_REASONS = frozenset({"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "ErrImageNeverPull"})
 START_FAILURE_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError", "RunContainerError"})
@@ -108,10 +121,10 @@ def map_pod_status(
     disruption = _disruption(status)
     if metadata.get("deletionTimestamp"):
         why = disruption or "the pod is being deleted outside Iris"
-        return PodObservation(TaskState.WORKER_FAILED, error=why, message=why, started_at=started_at)
+        return PodObservation(_disrupted_state(status), error=why, message=why, started_at=started_at)
     if disruption:
         return PodObservation(
-            TaskState.WORKER_FAILED, error=disruption, message=disruption, started_at=started_at
+            _disrupted_state(status), error=disruption, message=disruption, started_at=started_at
         )
 
     if phase == "Running":
@@ -155,7 +168,7 @@ def _failed(
     if disruption or reason in INFRASTRUCTURE_REASONS or phase == "Unknown":
         why = disruption or _join(reason or "pod state unknown (node lost?)", detail)
         return PodObservation(
-            TaskState.WORKER_FAILED,
+            _disrupted_state(status) if disruption else TaskState.WORKER_FAILED,
             error=why,
             message=why,
             started_at=started_at,
@@ -264,6 +277,16 @@ def _disruption(status: dict[str, Any]) -> str | None:
         if c is not None and c.get("status") == "True":
             return "pod disrupted: " + _join(c.get("reason") or kind, c.get("message") or "")
     return None
+
+
+def _disrupted_state(status: dict[str, Any]) -> TaskState:
+    """PREEMPTED when a disruption condition names a preemption, else WORKER_FAILED (both
+    spend the preemption budget)."""
+    for kind in DISRUPTION_CONDITIONS:
+        c = _condition(status.get("conditions") or [], kind)
+        if c is not None and c.get("status") == "True" and c.get("reason") in PREEMPTION_REASONS:
+            return TaskState.PREEMPTED
+    return TaskState.WORKER_FAILED
 
 
 def _kueue_condition_message(conditions: list[dict[str, Any]]) -> str | None:
