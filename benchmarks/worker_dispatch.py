@@ -41,6 +41,15 @@ from iris.rpc.models import (
     ResourceSpec,
     RunSpec,
 )
+from iris.rpc.signing import new_master_key, sign_request, worker_secret
+
+MASTER_KEY = new_master_key()
+
+
+def signed(address: str, method: str, target: str, body: bytes | None = None) -> dict[str, str]:
+    """Headers as the controller sends them: content type and signature (iris.rpc.signing)."""
+    headers = sign_request(worker_secret(MASTER_KEY, address), method, target, body)
+    return {"content-type": "application/json", **headers} if body is not None else headers
 
 
 def start_stub(nudged: threading.Event) -> tuple[str, uvicorn.Server]:
@@ -48,7 +57,9 @@ def start_stub(nudged: threading.Event) -> tuple[str, uvicorn.Server]:
 
     @app.post("/api/v1/workers/register")
     def register(request: RegisterRequest) -> RegisterResponse:
-        return RegisterResponse(worker_id=request.worker_id or "w")
+        return RegisterResponse(
+            worker_id=request.worker_id or "w", rpc_secret=worker_secret(MASTER_KEY, request.address).hex()
+        )
 
     @app.post("/api/v1/workers/{worker_id}/nudge")
     def nudge(worker_id: str) -> JSONResponse:
@@ -107,6 +118,18 @@ def run(attempts: int, batch: int, max_in_flight: int, tick: float, client: http
     controller_url, server = start_stub(nudged)
     with tempfile.TemporaryDirectory() as tmp:
         popen, address = start_worker(controller_url, Path(tmp))
+        deadline = time.monotonic() + 30
+        # Until it has registered (and learnt its secret) the worker refuses every call.
+        while (
+            client.get(
+                f"http://{address}/attempts/none/status",
+                headers=signed(address, "GET", "/attempts/none/status"),
+            ).status_code
+            == 401
+        ):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the worker did not register")
+            time.sleep(0.05)
         worker = psutil.Process(popen.pid)
         try:
             cpu_before = sum(worker.cpu_times()[:2])
@@ -143,7 +166,12 @@ def drive(
             sent_at[uid] = now
         nudged.clear()
         request = ReconcileRequest(worker_id="bench", attempts=desired)
-        answer = client.post(f"{base}/reconcile", content=request.model_dump_json())
+        body = request.model_dump_json().encode()
+        answer = client.post(
+            f"{base}/reconcile",
+            content=body,
+            headers=signed(base.removeprefix("http://"), "POST", "/reconcile", body),
+        )
         answer.raise_for_status()
         rounds += 1
         for obs in ReconcileResponse.model_validate_json(answer.content).observations:

@@ -26,6 +26,25 @@ from iris.rpc.models import (
     RegisterRequest,
     RegisterResponse,
 )
+from iris.rpc.signing import sign_request, worker_secret
+
+# The stub controller's signing key: every worker it registers gets worker_secret(key, address).
+STUB_MASTER_KEY = b"\x07" * 32
+
+
+class SignedByController(httpx.Auth):
+    """Signs each request as the controller does (iris.rpc.signing)."""
+
+    requires_request_body = True
+
+    def __init__(self, secret: bytes) -> None:
+        self.secret = secret
+
+    def auth_flow(self, request: httpx.Request):  # noqa: ANN201 - httpx's generator protocol
+        request.headers.update(
+            sign_request(self.secret, request.method, request.url.raw_path.decode(), request.content)
+        )
+        yield request
 
 
 def wait_until(
@@ -65,7 +84,10 @@ class ControllerStub:
         def register(request: RegisterRequest) -> RegisterResponse:
             self.registrations.append(request)
             known.add(request.worker_id)
-            return RegisterResponse(worker_id=request.worker_id or "assigned")
+            return RegisterResponse(
+                worker_id=request.worker_id or "assigned",
+                rpc_secret=worker_secret(STUB_MASTER_KEY, request.address).hex(),
+            )
 
         in_flight = [0]
         lock = threading.Lock()
@@ -113,11 +135,18 @@ class WorkerProcess:
     stderr_path: Path
 
     def __post_init__(self) -> None:
-        self.http = httpx.Client(base_url=f"http://{self.address}", timeout=10)
+        self.secret = worker_secret(STUB_MASTER_KEY, self.address)
+        self.http = httpx.Client(
+            base_url=f"http://{self.address}", timeout=10, auth=SignedByController(self.secret)
+        )
+        # The same worker, reached by anyone else on the machine: no signature.
+        self.stranger = httpx.Client(base_url=f"http://{self.address}", timeout=10)
 
     def reconcile(self, attempts: list[DesiredAttempt], worker_id: str | None = None) -> ReconcileResponse:
         request = ReconcileRequest(worker_id=worker_id or self.worker_id, attempts=attempts)
-        answer = self.http.post("/reconcile", content=request.model_dump_json())
+        answer = self.http.post(
+            "/reconcile", content=request.model_dump_json(), headers={"content-type": "application/json"}
+        )
         answer.raise_for_status()
         return ReconcileResponse.model_validate_json(answer.content)
 
@@ -131,6 +160,7 @@ class WorkerProcess:
             return self.popen.wait(timeout=15)
         finally:
             self.http.close()
+            self.stranger.close()
 
     def stderr(self) -> str:
         return self.stderr_path.read_text()
@@ -146,7 +176,9 @@ def start_worker(
     *extra: str,
     worker_id: str = "w-test",
     entry: list[str] = MODULE_ENTRY,
+    wait_registered: bool = True,
 ) -> WorkerProcess:
+    """Start a worker daemon; with ``wait_registered`` return once it obeys the stub's signature."""
     ready = tmp_path / f"{worker_id}.ready"
     state_dir = tmp_path / f"{worker_id}-state"
     stderr_path = tmp_path / f"{worker_id}.stderr"
@@ -173,4 +205,12 @@ def start_worker(
     wait_until(is_ready, timeout=30, what="worker ready file")
     info = json.loads(ready.read_text())
     assert info["worker_id"] == worker_id
-    return WorkerProcess(popen, worker_id, info["address"], state_dir, stderr_path)
+    proc = WorkerProcess(popen, worker_id, info["address"], state_dir, stderr_path)
+    if wait_registered:
+        # Until it has registered the worker knows no secret and refuses every call with 401.
+        wait_until(
+            lambda: proc.http.get("/attempts/none/status").status_code == 404,
+            timeout=30,
+            what="worker to register and accept signed calls",
+        )
+    return proc

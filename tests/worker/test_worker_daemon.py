@@ -235,7 +235,7 @@ def test_keeps_retrying_registration_while_the_controller_is_down(tmp_path: Path
     stub.start()
     port = stub.port
     stub.stop()
-    proc = start_worker(tmp_path, f"http://127.0.0.1:{port}")
+    proc = start_worker(tmp_path, f"http://127.0.0.1:{port}", wait_registered=False)
     try:
         assert proc.popen.poll() is None
         late = ControllerStub(port=port).start()

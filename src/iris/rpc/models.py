@@ -389,6 +389,8 @@ class RegisterResponse(WireModel):
     worker_id: str
     accepted: bool = True
     reconcile_interval_s: float = 1.0
+    # Hex HMAC key the controller signs its calls to this worker with (iris.rpc.signing).
+    rpc_secret: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
 class WorkerInfo(WireModel):

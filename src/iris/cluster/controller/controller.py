@@ -66,6 +66,7 @@ from iris.rpc.models import (
     ResourceSpec,
     RunSpec,
 )
+from iris.rpc.signing import load_or_create_key, new_master_key, worker_secret
 
 log = logging.getLogger("iris.controller")
 
@@ -124,8 +125,11 @@ class Controller:
         worker_grace_s: float = 10.0,
         clock: Callable[[], float] = time.time,
         bundle_dir: Path | None = None,
+        worker_rpc_key: bytes | None = None,
     ) -> None:
         self._descriptor = descriptor
+        # Signs every call to a worker daemon; each worker gets its derived secret at registration.
+        self.worker_rpc_key = worker_rpc_key or new_master_key()
         self.db = db
         self.bundles = BundleStore(bundle_dir)
         self.controller_url = controller_url
@@ -136,7 +140,9 @@ class Controller:
         self.started_at = clock()
         self.health = WorkerHealthTracker(grace_s=worker_grace_s)
         self.auth = Authenticator()
-        self.worker_rpc = WorkerRpcClient() if descriptor.kind is BackendKind.WORKER else None
+        self.worker_rpc = (
+            WorkerRpcClient(master_key=self.worker_rpc_key) if descriptor.kind is BackendKind.WORKER else None
+        )
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -363,7 +369,11 @@ class Controller:
         with self._signal_lock:
             self._dirty_workers.add(worker_id)
         self.wake()
-        return RegisterResponse(worker_id=worker_id, reconcile_interval_s=self.tick_interval_s)
+        return RegisterResponse(
+            worker_id=worker_id,
+            reconcile_interval_s=self.tick_interval_s,
+            rpc_secret=worker_secret(self.worker_rpc_key, req.address).hex(),
+        )
 
     def register_endpoint(self, reg: EndpointRegistration) -> EndpointInfo:
         """A live job's task publishes ``name`` in its job tree's namespace (replacing an older one)."""
@@ -1216,6 +1226,8 @@ def create_controller(
 ) -> Controller:
     """Build an in-process controller without starting any thread or server."""
     db = ControllerDB(Path(state_dir) / "controller.sqlite3" if state_dir is not None else ":memory:")
+    if state_dir is not None:
+        options.setdefault("worker_rpc_key", load_or_create_key(Path(state_dir) / "worker-rpc.key"))
     return Controller(
         descriptor,
         db,

@@ -2,6 +2,7 @@
 
 Registration repeats with backoff while the controller is down and again whenever the controller
 has not reconciled this worker for ``reregister_after_s`` (e.g. it restarted and forgot us).
+The registration answer carries the secret the controller signs its calls to this worker with.
 A nudge ("reconcile me now") follows every attempt state change the controller has not yet
 seen; at most one is in flight and changes meanwhile coalesce into one more.
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable
 import httpx
 
 from iris.rpc.models import RegisterRequest, RegisterResponse
+from iris.rpc.signing import RequestVerifier
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +34,9 @@ class ControllerLink:
         register_request: Callable[[], RegisterRequest],
         reregister_after_s: float = 5.0,
         token: str | None = None,
+        verifier: RequestVerifier | None = None,
     ) -> None:
+        self._verifier = verifier
         self._base = controller_url.rstrip("/")
         self._headers = {"authorization": f"Bearer {token}"} if token else {}
         self._worker_id = worker_id
@@ -130,6 +134,11 @@ class ControllerLink:
             logger.warning(
                 "controller registered us as %s, but this worker is %s", response.worker_id, self._worker_id
             )
+        if self._verifier is not None:
+            if response.rpc_secret is None:
+                logger.warning("the controller sent no signing secret: this worker will refuse its calls")
+            else:
+                self._verifier.set_secret(bytes.fromhex(response.rpc_secret))
         with self._lock:
             self._last_contact = time.monotonic()
         self.registrations += 1

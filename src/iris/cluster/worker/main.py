@@ -30,6 +30,7 @@ from iris.cluster.worker.prepare import AttemptPreparer
 from iris.cluster.worker.service import WorkerService, create_app
 from iris.rpc.logging_setup import configure_logging
 from iris.rpc.models import RegisterRequest
+from iris.rpc.signing import RequestVerifier
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +128,14 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         )
 
     token = os.environ.get("IRIS_TOKEN") or None  # a worker token when the controller requires one
+    verifier = RequestVerifier()
     link = ControllerLink(
-        config.controller_url, worker_id, register_request, config.reregister_after_s, token=token
+        config.controller_url,
+        worker_id,
+        register_request,
+        config.reregister_after_s,
+        token=token,
+        verifier=verifier,
     )
     metrics: WorkerMetrics | None = None
 
@@ -162,7 +169,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     )
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(service, metrics),
+            create_app(service, verifier, metrics),
             log_config=None,  # uvicorn's loggers propagate to ours: --log-format applies to them too
             log_level="warning",
             access_log=False,

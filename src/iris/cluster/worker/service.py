@@ -1,4 +1,4 @@
-"""The worker's HTTP surface: ``POST /reconcile``, ``GET /attempts/{uid}/logs``, ``GET /healthz``, ``GET /metrics``."""
+"""The worker's HTTP surface: ``POST /reconcile``, attempt logs/status/exec, ``GET /healthz``, ``GET /metrics``."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.health import HealthCache
 from iris.cluster.worker.metrics import CONTENT_TYPE, WorkerMetrics
 from iris.cluster.worker.reconcile import plan_worker_reconcile
+from iris.cluster.worker.rpc_auth import SignedRequestsOnly
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError
 from iris.rpc.models import (
@@ -27,6 +28,7 @@ from iris.rpc.models import (
     ReconcileResponse,
     RunSpec,
 )
+from iris.rpc.signing import RequestVerifier
 
 
 def observation_of(snapshot: AttemptSnapshot) -> AttemptObservation:
@@ -121,8 +123,13 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}" if where else first["msg"]
 
 
-def create_app(service: WorkerService, metrics: WorkerMetrics | None = None) -> FastAPI:
-    app = FastAPI(title=f"Iris worker {service.worker_id}", docs_url=None, redoc_url=None)
+def create_app(
+    service: WorkerService, verifier: RequestVerifier, metrics: WorkerMetrics | None = None
+) -> FastAPI:
+    """Every route but ``GET /healthz`` and ``GET /metrics`` answers only requests signed by the
+    controller (rpc_auth)."""
+    app = FastAPI(title=f"Iris worker {service.worker_id}", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(SignedRequestsOnly, verifier=verifier)
 
     @app.exception_handler(IrisError)
     async def _iris_error(_request: Request, exc: IrisError) -> JSONResponse:
@@ -139,7 +146,8 @@ def create_app(service: WorkerService, metrics: WorkerMetrics | None = None) -> 
 
     @app.post("/reconcile", response_model=ReconcileResponse)
     async def reconcile(http_request: Request) -> Response:
-        # Parsed straight from the bytes by pydantic-core (the hot path), whatever the content type.
+        # Parsed straight from the bytes by pydantic-core (the hot path); the guard has checked the
+        # signature, the content type and the size.
         try:
             request = ReconcileRequest.model_validate_json(await http_request.body())
         except ValidationError as exc:

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 from iris.cluster.backends.worker_daemon.transport import KeepAliveTransport, TransportError
 from iris.rpc.errors import Unavailable, error_from_body
 from iris.rpc.models import ExecRequest, ExecResponse, LogsResponse, ReconcileRequest, ReconcileResponse
+from iris.rpc.signing import sign_request, worker_secret
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +24,13 @@ class ReconcileOutcome:
 
 
 class WorkerRpcClient:
-    def __init__(self, *, timeout_s: float = 3.0, parallelism: int = 64) -> None:
+    """``master_key`` signs every call (iris.rpc.signing): a worker obeys only the controller that
+    registered it. Without one (tests of the transport alone) calls go unsigned."""
+
+    def __init__(
+        self, *, timeout_s: float = 3.0, parallelism: int = 64, master_key: bytes | None = None
+    ) -> None:
+        self._master_key = master_key
         self._http = KeepAliveTransport(timeout_s=timeout_s)
         self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="reconcile")
 
@@ -40,12 +47,17 @@ class WorkerRpcClient:
         return [f.result() for f in futures]
 
     def _reconcile_one(self, worker_id: str, address: str, request: ReconcileRequest) -> ReconcileOutcome:
+        body = request.model_dump_json(exclude_none=True).encode()
         try:
             resp = self._http.request(
-                "POST", address, "/reconcile", request.model_dump_json(exclude_none=True).encode()
+                "POST", address, "/reconcile", body, headers=self._sign(address, "POST", "/reconcile", body)
             )
         except TransportError as exc:
             return ReconcileOutcome(worker_id, None, f"unreachable: {exc}")
+        if resp.status == 401:
+            return ReconcileOutcome(
+                worker_id, None, f"the worker refused our signature: {_message(resp.body)}"
+            )
         if resp.status == 409:
             return ReconcileOutcome(worker_id, None, "another worker answers at this address", impostor=True)
         if resp.status != 200:
@@ -88,7 +100,14 @@ class WorkerRpcClient:
         timeout_s: float | None = None,
     ) -> bytes:
         try:
-            resp = self._http.request(method, address, path, body, timeout_s=timeout_s)
+            resp = self._http.request(
+                method,
+                address,
+                path,
+                body,
+                timeout_s=timeout_s,
+                headers=self._sign(address, method, path, body),
+            )
         except TransportError as exc:
             raise Unavailable(f"the worker at {address} did not answer ({exc})") from None
         if resp.status != 200:
@@ -99,5 +118,17 @@ class WorkerRpcClient:
             raise error_from_body(resp.status, parsed)
         return resp.body
 
+    def _sign(self, address: str, method: str, target: str, body: bytes | None) -> dict[str, str] | None:
+        if self._master_key is None:
+            return None
+        return sign_request(worker_secret(self._master_key, address), method, target, body)
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _message(body: bytes) -> str:
+    try:
+        return str(json.loads(body)["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return body[:200].decode(errors="replace")

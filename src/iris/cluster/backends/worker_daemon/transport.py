@@ -36,8 +36,9 @@ class KeepAliveTransport:
         body: bytes | None = None,
         *,
         timeout_s: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> HttpReply:
-        headers = {"content-type": "application/json"} if body is not None else {}
+        headers = {**({"content-type": "application/json"} if body is not None else {}), **(headers or {})}
         for attempt in (0, 1):
             conn, reused = self._connection(address)
             try:
