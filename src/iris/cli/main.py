@@ -7,14 +7,25 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import click
+from pydantic import ValidationError
 from rich.text import Text
 
 from iris.cli.completion import completion
+from iris.cli.job_options import (
+    did_you_mean,
+    parse_constraint,
+    parse_device,
+    parse_duration,
+    parse_gpu,
+    parse_memory_mb,
+    parse_tpu,
+    tpu_request,
+)
 from iris.cli.output import (
     ago,
     clean,
@@ -29,6 +40,7 @@ from iris.cli.output import (
     table,
 )
 from iris.cli.progress import follow_job
+from iris.cli.validation import validation_sentence
 from iris.rpc.errors import IrisError
 from iris.rpc.units import format_bytes, parse_bytes, parse_cpu_millicores
 
@@ -37,12 +49,62 @@ DEFAULT_CONTROLLER = "http://127.0.0.1:10000"
 
 class Ctx:
     def __init__(self, controller: str | None) -> None:
-        self.controller = controller or os.environ.get("IRIS_CONTROLLER_URL") or DEFAULT_CONTROLLER
+        self.controller_flag = controller
+
+    @property
+    def controller(self) -> str:
+        if self.controller_flag:
+            return check_url(self.controller_flag, "--controller")
+        env = os.environ.get("IRIS_CONTROLLER_URL")
+        return check_url(env, "$IRIS_CONTROLLER_URL") if env else DEFAULT_CONTROLLER
 
     def client(self) -> Any:
         from iris.client import IrisClient
 
         return IrisClient(self.controller, token=os.environ.get("IRIS_TOKEN"))
+
+
+def check_url(url: str, where: str) -> str:
+    """An http(s) URL with a host, or a UsageError that says what is wrong with it."""
+    from urllib.parse import urlsplit
+
+    text = url.strip()
+    if "://" not in text:
+        raise click.UsageError(f"{where} {url!r} has no scheme; write http://{text}")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https"):
+        raise click.UsageError(f"{where} {url!r} must start with http:// or https://, not {parts.scheme}://")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise click.UsageError(f"{where} {url!r} has a port that is not a number") from None
+    if not parts.hostname:
+        raise click.UsageError(f"{where} {url!r} names no host")
+    return text.rstrip("/")
+
+
+def _controller_option(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    """``--controller`` given after the subcommand: the same as before it."""
+    if value:
+        root = ctx.find_object(Ctx)
+        if root is not None:
+            root.controller_flag = value
+
+
+def _accept_controller_everywhere(group: click.Group) -> None:
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _accept_controller_everywhere(command)
+        elif not any(p.name == "controller" for p in command.params):
+            command.params.append(
+                click.Option(
+                    ["--controller"],
+                    metavar="URL",
+                    expose_value=False,
+                    callback=_controller_option,
+                    help="Controller URL (as before the subcommand).",
+                )
+            )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -396,6 +458,37 @@ def _check_quantities(cpu: str | None, memory: str | None, disk: str | None = No
             raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
+class _Parsed(click.ParamType):
+    """A click type from a parser that raises ValueError: errors name the flag in one line."""
+
+    def __init__(self, name: str, parse: Callable[[str], Any]) -> None:
+        self.name = name
+        self._parse = parse
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return self._parse(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+CONSTRAINT = _Parsed("constraint", parse_constraint)
+DURATION = _Parsed("duration", parse_duration)
+SIZE_MB = _Parsed("size", parse_memory_mb)
+GPU = _Parsed("gpu", parse_gpu)
+DEVICE = _Parsed("device", parse_device)
+
+
+def _check_tpu(text: str) -> str:
+    parse_tpu(text)
+    return text
+
+
+TPU = _Parsed("tpu", _check_tpu)
+
+
 @job.command("run", context_settings={"ignore_unknown_options": False})
 @click.option(
     "--local", "local", is_flag=True, help="Start an embedded cluster for this one job, then stop it."
@@ -409,8 +502,64 @@ def _check_quantities(cpu: str | None, memory: str | None, disk: str | None = No
 )
 @click.option("--name", help="Job name (default: derived from the command).")
 @click.option("--cpu", default="1", show_default=True, help="CPU per task (cores: 1, 0.5 or 500m).")
-@click.option("--memory", default="512MB", show_default=True, help="Memory per task (e.g. 512MB, 2GB).")
-@click.option("--disk", default=None, help="Disk per task.")
+@click.option(
+    "--memory",
+    default="512",
+    show_default=True,
+    type=SIZE_MB,
+    help="Memory per task: a number is MB (as in Slurm); or 4GB, 2Gi, 512B for bytes.",
+)
+@click.option("--disk", type=SIZE_MB, help="Disk per task (a number is MB, like --memory).")
+@click.option("--gpu", "gpu", type=GPU, metavar="[TYPE:]N", help="GPUs per task: 2, or a100:2 for a model.")
+@click.option(
+    "--tpu",
+    "tpu",
+    type=TPU,
+    metavar="TYPE[-TOPOLOGY]",
+    help="A TPU host per task, e.g. v5litepod-8, v6e-16 or v4-2x2x1; a multi-host slice runs one task "
+    "per host as a gang (unless --replicas is given).",
+)
+@click.option(
+    "--device",
+    "device",
+    type=DEVICE,
+    metavar="TYPE[:VARIANT][:N]",
+    help="Any accelerator per task, as workers advertise it: gpu:h100:8, tpu:v5litepod-8:8.",
+)
+@click.option(
+    "--constraint",
+    "constraints",
+    multiple=True,
+    type=CONSTRAINT,
+    metavar="EXPR",
+    help="Run only on workers whose attributes match: KEY=VALUE, KEY!=VALUE, 'KEY in (a,b)', "
+    "KEY>=N (or >, <, <=), KEY (exists), !KEY (missing). Repeatable; all must hold.",
+)
+@click.option(
+    "--prefer",
+    "preferences",
+    multiple=True,
+    type=CONSTRAINT,
+    metavar="EXPR",
+    help="Like --constraint, but soft: workers matching more preferences are chosen first; "
+    "never makes the job wait. Repeatable.",
+)
+@click.option(
+    "--zone", help="Only workers with attribute zone=ZONE (checked against what workers advertise)."
+)
+@click.option("--region", help="Only workers with attribute region=REGION (checked like --zone).")
+@click.option(
+    "--group-by",
+    metavar="ATTR",
+    help="Gang: place all tasks at once on workers sharing one value of attribute ATTR.",
+)
+@click.option(
+    "--port",
+    "ports",
+    multiple=True,
+    metavar="NAME",
+    help="A named port to allocate per task ($IRIS_PORT_<NAME> in the task). Repeatable.",
+)
 @click.option(
     "--env", "env", multiple=True, metavar="KEY=VALUE", help="Environment variable for the task (repeatable)."
 )
@@ -433,13 +582,15 @@ def _check_quantities(cpu: str | None, memory: str | None, disk: str | None = No
 )
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    help="Execution timeout per task, seconds (no retry).",
+    type=DURATION,
+    metavar="DURATION",
+    help="Execution timeout per task (no retry): 90 or 90s, 30m, 1h, 1:00:00.",
 )
 @click.option(
     "--scheduling-timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    help="Give up (UNSCHEDULABLE) if not placed within this many seconds.",
+    type=DURATION,
+    metavar="DURATION",
+    help="Give up (UNSCHEDULABLE) if not placed within this long (like --timeout).",
 )
 @click.option(
     "--priority",
@@ -465,15 +616,24 @@ def _check_quantities(cpu: str | None, memory: str | None, disk: str | None = No
     help="Install PKG in the task's environment (repeatable).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.pass_obj
+@click.pass_context
 def job_run(
-    obj: Ctx,
+    ctx: click.Context,
     local: bool,
     workers: int,
     name: str | None,
     cpu: str,
-    memory: str,
-    disk: str | None,
+    memory: int,
+    disk: int | None,
+    gpu: Any,
+    tpu: str | None,
+    device: Any,
+    constraints: Sequence[Any],
+    preferences: Sequence[Any],
+    zone: str | None,
+    region: str | None,
+    group_by: str | None,
+    ports: Sequence[str],
     env: Sequence[str],
     replicas: int,
     max_retries: int,
@@ -494,9 +654,14 @@ def job_run(
     Examples:
       iris job run --local -- echo hello
       iris job run --cpu 2 --memory 4GB --replicas 4 -- python train.py --epochs 3
+      iris job run --gpu a100:2 --constraint 'zone in (a,b)' --timeout 2h -- python train.py
+      iris job run --tpu v5litepod-16 -- python train_jax.py
+      iris job run --replicas 4 --group-by rack --port coord -- python dist.py
     """
-    from iris.client import Entrypoint, EnvironmentSpec, ResourceSpec
+    from iris.client import CoschedulingConfig, Entrypoint, EnvironmentSpec, ResourceSpec
+    from iris.cluster.types import JobName
 
+    obj: Ctx = ctx.obj
     if not command or not command[0].strip():
         raise click.UsageError("the command is empty: put it after --, e.g. iris job run -- echo hello")
     for i, arg in enumerate(command):
@@ -504,15 +669,33 @@ def job_run(
             raise click.UsageError(
                 f"argument {i + 1} of the command ({clean(arg)!r}) is not valid UTF-8; Iris carries commands as text"
             )
-    _check_quantities(cpu, memory, disk)
-    res_kwargs: dict[str, Any] = {"cpu": cpu, "memory": memory}
+    if sum(x is not None for x in (gpu, tpu, device)) > 1:
+        raise click.UsageError("give one of --gpu, --tpu and --device")
+    if name is not None:
+        try:
+            JobName.check_component(name)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--name") from None
+    for port in ports:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", port):
+            raise click.BadParameter(
+                f"{port!r} is not a port name; use letters, digits and _ (it becomes $IRIS_PORT_{port.upper()})",
+                param_hint="--port",
+            )
+    _check_quantities(cpu, None)
+    res_kwargs: dict[str, Any] = {"cpu": cpu, "memory_bytes": memory, "device": gpu or device}
     if disk:
-        res_kwargs["disk"] = disk
+        res_kwargs["disk_bytes"] = disk
+    replicas_given = ctx.get_parameter_source("replicas") is not click.core.ParameterSource.DEFAULT
     submit_kwargs = dict(
         name=name,
-        resources=ResourceSpec(**res_kwargs),
+        resources=_one_line_validation(lambda: ResourceSpec(**res_kwargs)),
         replicas=replicas,
         env=_parse_env(env),
+        constraints=list(constraints),
+        preferences=list(preferences),
+        coscheduling=CoschedulingConfig(group_by=group_by) if group_by else None,
+        ports=list(ports),
         max_retries_failure=max_retries,
         max_retries_preemption=max_preemptions,
         timeout=timeout,
@@ -521,12 +704,14 @@ def job_run(
     )
     if pip_packages:
         submit_kwargs["environment"] = EnvironmentSpec(pip_packages=list(pip_packages))
+    request = ClusterRequest(zone=zone, region=region, tpu=tpu, replicas_given=replicas_given)
     workspace = None if no_workspace else Path.cwd()
     entrypoint = Entrypoint.from_command(*command)
     if dry_run:
         if local:
             raise click.UsageError("--dry-run asks a running cluster; it cannot be combined with --local")
         with obj.client() as client:
+            request.apply(client, submit_kwargs)
             result = client.dry_run(entrypoint, **submit_kwargs)
         if as_json:
             print_json(result)
@@ -541,28 +726,94 @@ def job_run(
         err_console.print(line(("starting a local cluster...", "dim")))
         with IrisClient.local(workers=workers, port=0) as client:
             code = _run_and_follow(
-                client, entrypoint, submit_kwargs, no_wait=False, as_json=as_json, detach_ok=False,
+                client, entrypoint, submit_kwargs, request, no_wait=False, as_json=as_json, detach_ok=False,
                 workspace=workspace,
             )  # fmt: skip
     else:
         with obj.client() as client:
             code = _run_and_follow(
-                client, entrypoint, submit_kwargs, no_wait=no_wait, as_json=as_json, detach_ok=True,
+                client, entrypoint, submit_kwargs, request, no_wait=no_wait, as_json=as_json, detach_ok=True,
                 workspace=workspace,
             )  # fmt: skip
     sys.exit(code)
+
+
+class ClusterRequest:
+    """The options that are checked against the cluster's workers before submitting."""
+
+    def __init__(
+        self, *, zone: str | None, region: str | None, tpu: str | None, replicas_given: bool
+    ) -> None:
+        self.zone = zone
+        self.region = region
+        self.tpu = tpu
+        self.replicas_given = replicas_given
+
+    def apply(self, client: Any, submit_kwargs: dict[str, Any]) -> None:
+        """Add the zone/region constraints and the TPU device (and gang) to ``submit_kwargs``."""
+        from iris.client import Constraint, CoschedulingConfig
+
+        if self.zone is None and self.region is None and self.tpu is None:
+            return
+        offers = _attribute_offers(client)
+        for key, value in (("zone", self.zone), ("region", self.region)):
+            if value is None:
+                continue
+            known = {attrs[key] for _, attrs in offers if key in attrs}
+            if value not in known:
+                hint = did_you_mean(value, known) if known else f"; no worker advertises a {key}"
+                raise click.BadParameter(f"no worker is in {key} {value!r}{hint}", param_hint=f"--{key}")
+            submit_kwargs["constraints"].append(Constraint(key=key, value=value))
+        if self.tpu is not None:
+            try:
+                tpu = tpu_request(self.tpu, offers)
+            except ValueError as exc:
+                raise click.BadParameter(str(exc), param_hint="--tpu") from None
+            submit_kwargs["resources"].device = tpu.device
+            submit_kwargs["constraints"].extend(tpu.constraints)
+            if tpu.hosts > 1 and not self.replicas_given:
+                submit_kwargs["replicas"] = tpu.hosts
+                if submit_kwargs["coscheduling"] is None:
+                    submit_kwargs["coscheduling"] = CoschedulingConfig(group_by="tpu-slice")
+
+
+def _attribute_offers(client: Any) -> list[tuple[Any, dict[str, str]]]:
+    """(device, attributes) of every registered worker and of every scale group's workers-to-be."""
+    offers = [(w.capacity.device, dict(w.attributes)) for w in client.workers().workers]
+    try:
+        view = client.http.request("GET", "/api/v1/autoscaler")
+    except IrisError:
+        return offers
+    from iris.client import DeviceSpec
+
+    for group in view.get("groups", []) if isinstance(view, dict) else []:
+        attrs = {str(k): str(v) for k, v in (group.get("attributes") or {}).items()}
+        device = group.get("device")
+        offers.append((DeviceSpec.model_validate(device) if isinstance(device, dict) else None, attrs))
+    return offers
+
+
+def _one_line_validation(build: Callable[[], Any]) -> Any:
+    try:
+        return build()
+    except ValidationError as exc:
+        raise click.UsageError(validation_sentence(exc)) from None
 
 
 def _run_and_follow(
     client: Any,
     entrypoint: Any,
     submit_kwargs: dict[str, Any],
+    request: ClusterRequest,
     *,
     no_wait: bool,
     as_json: bool,
     detach_ok: bool,
     workspace: Path | None = None,
 ) -> int:
+    # Everything that can be checked is checked before the workspace is packaged and uploaded.
+    request.apply(client, submit_kwargs)
+    _one_line_validation(lambda: client.build_spec(entrypoint, **submit_kwargs))
     bundle_id = None
     if workspace is not None:
         bundle, uploaded = client.upload_workspace(workspace)
@@ -866,6 +1117,7 @@ def _register_optional_groups() -> None:
 
 _register_optional_groups()
 cli.add_command(completion)
+_accept_controller_everywhere(cli)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -875,6 +1127,11 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         err_console.print("aborted")
         sys.exit(130)
+    except click.UsageError as exc:
+        # One line that names the flag, and where to read more (no usage block).
+        where = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+        err_console.print(line(("error:", "red"), " ", exc.format_message() + where))
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
@@ -885,6 +1142,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except ValidationError as exc:
+        err_console.print(line(("error:", "red"), " ", validation_sentence(exc)))
+        sys.exit(2)
     except ValueError as exc:
         err_console.print(line(("error:", "red"), " ", str(exc)))
         sys.exit(2)

@@ -240,7 +240,9 @@ class JobSpec(WireModel):
     replicas: int = Field(default=1, ge=1, le=100_000)
     env: dict[str, str] = Field(default_factory=dict)
     environment: EnvironmentSpec | None = None
-    constraints: list[Constraint] = Field(default_factory=list)
+    constraints: list[Constraint] = Field(default_factory=list, max_length=64)
+    # Soft constraints: workers satisfying more of them are chosen first; never a reason to wait.
+    preferences: list[Constraint] = Field(default_factory=list, max_length=64)
     coscheduling: CoschedulingConfig | None = None
     max_retries_failure: int = Field(default=0, ge=0, le=10_000)
     max_retries_preemption: int = Field(default=100, ge=0, le=100_000)

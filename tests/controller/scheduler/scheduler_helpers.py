@@ -50,6 +50,7 @@ def task(
     submitted_at: float = 0.0,
     group_by: str | None = None,
     gang_size: int = 1,
+    preferences: tuple[Constraint, ...] = (),
 ) -> TaskRequest:
     return TaskRequest(
         task_id=task_id,
@@ -63,6 +64,7 @@ def task(
         submitted_at=submitted_at,
         group_by=group_by,
         gang_size=gang_size,
+        preferences=preferences,
     )
 
 

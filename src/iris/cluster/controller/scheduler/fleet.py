@@ -11,6 +11,9 @@ free capacity only shrinks during a pass; when the rotation is empty the shape i
 its remaining tasks are skipped at once. A pick is O(1) amortised. Tasks that need no
 accelerator go to workers without one first and spill onto accelerator workers only when those
 are full, so cpu work does not fragment the GPU/TPU machines that gangs and device tasks need.
+Preferences (soft constraints) rank before that: workers satisfying more of a task's preferences
+form earlier tiers of the rotation; a tier is used up before the next is tried, so a preference
+only chooses among workers that fit and never makes a task wait.
 (An exact "most free cpu" per pick, with a lazy heap per shape, cost ~8 us per placement: every
 placement made the same worker stale in every other shape's heap. The rotation costs ~1 us.)
 """
@@ -25,20 +28,22 @@ from iris.rpc.models import Constraint
 from .constraints import ConstraintKey, constraint_key, predicate, taints_of, tolerated_taints
 from .model import Resources, TaskRequest, WorkerView
 
-ShapeKey = tuple[int, int, int, str, str, int, tuple[ConstraintKey, ...]]
+ShapeKey = tuple[int, int, int, str, str, int, tuple[ConstraintKey, ...], tuple[ConstraintKey, ...]]
 
 
 @dataclass(slots=True, eq=False)
 class Shape:
-    """All pending tasks with the same resources and constraints."""
+    """All pending tasks with the same resources, constraints and preferences."""
 
     resources: Resources
     constraints: tuple[Constraint, ...]
     eligible: list[int]  # schedulable, constraints and taints satisfied
     feasible: list[int]  # eligible, offers the device and big enough when empty
+    preferences: tuple[Constraint, ...] = ()
     order: list[int] | None = None  # round-robin order over workers that may still fit it
     cursor: int = 0  # next position in ``order``
-    spill: list[int] = field(default_factory=list)  # accelerator workers, used once order runs dry
+    # Later tiers of workers (fewer preferences met; accelerator workers for cpu work), in order.
+    spill: list[list[int]] = field(default_factory=list)
     exhausted: bool = False
     no_plan_ranks: set[int] = field(default_factory=set)  # bands for which nothing can be freed
     feasible_set: frozenset[int] | None = None
@@ -83,7 +88,7 @@ class Fleet:
         self._eligible: dict[tuple[ConstraintKey, ...], int] = {}
         self._keys_by_id: dict[int, tuple[ConstraintKey, ...]] = {}
         self._shapes: dict[ShapeKey, Shape] = {}
-        self._shapes_by_id: dict[tuple[int, int], Shape] = {}
+        self._shapes_by_id: dict[tuple[int, int, int], Shape] = {}
         self._index_lists: dict[int, list[int]] = {}
 
     def __len__(self) -> int:
@@ -133,7 +138,8 @@ class Fleet:
         """The shape of ``task``; tasks sharing resource and constraint objects hit a fast path."""
         r = task.resources
         constraints = task.constraints
-        fast = (id(r), id(constraints))  # both objects outlive the pass: the task holds them
+        preferences = task.preferences
+        fast = (id(r), id(constraints), id(preferences))  # the task holds all three for the pass
         shape = self._shapes_by_id.get(fast)
         if shape is not None:
             return shape
@@ -152,10 +158,12 @@ class Fleet:
             r.device_variant,
             r.device_count,
             keys,
+            tuple(constraint_key(c) for c in preferences),
         )
         shape = self._shapes.get(key)
         if shape is None:
             shape = self._new_shape(r, constraints, keys)
+            shape.preferences = preferences
             self._shapes[key] = shape
         self._shapes_by_id[fast] = shape
         return shape
@@ -225,23 +233,35 @@ class Fleet:
                 return i
             del order[cursor]  # free capacity only shrinks in a pass: it never fits this shape again
             if not order and shape.spill:
-                order = shape.order = self._by_free_cpu(shape.spill)
-                shape.spill = []
+                order = shape.order = self._by_free_cpu(shape.spill.pop(0))
                 cursor = 0
         shape.exhausted = True
         return -1
 
     def _start(self, shape: Shape) -> list[int]:
+        tiers = self.tiers(shape)
+        shape.spill = tiers[1:]
+        shape.order = self._by_free_cpu(tiers[0])
+        return shape.order
+
+    def preference_score(self, shape: Shape, i: int) -> int:
+        """How many of the shape's preferences worker ``i`` satisfies."""
+        return sum(self.constraint_mask(p) >> i & 1 for p in shape.preferences)
+
+    def tiers(self, shape: Shape) -> list[list[int]]:
+        """The feasible workers in the order they are tried: more preferences met first, then (for
+        work without a device) workers without an accelerator before those with one."""
         feasible = shape.feasible
         r = shape.resources
-        if not (r.device_type or r.device_count):
-            dev_type = self.dev_type
-            plain = [i for i in feasible if not dev_type[i]]
-            if plain and len(plain) < len(feasible):
-                shape.spill = [i for i in feasible if dev_type[i]]
-                feasible = plain
-        shape.order = self._by_free_cpu(feasible)
-        return shape.order
+        avoid_devices = not (r.device_type or r.device_count)
+        if not shape.preferences and not avoid_devices:
+            return [list(feasible)]
+        dev_type = self.dev_type
+        by_rank: dict[tuple[int, bool], list[int]] = {}
+        for i in feasible:
+            score = self.preference_score(shape, i) if shape.preferences else 0
+            by_rank.setdefault((-score, avoid_devices and bool(dev_type[i])), []).append(i)
+        return [by_rank[k] for k in sorted(by_rank)] or [[]]
 
     def _by_free_cpu(self, workers: list[int]) -> list[int]:
         """Most free cpu first; ties keep worker order (the sort is stable)."""

@@ -4,7 +4,8 @@ The members go to distinct workers that share one value of the gang's ``group_by
 (workers lacking the attribute are not candidates), one task per worker. Among the groups in
 which enough workers fit a member now, the smallest such group wins (best fit, keeping larger
 groups for larger gangs; ties by group value); members in task-index order take the group's
-fitting workers in worker order.
+fitting workers in worker order. With preferences (soft constraints), the group whose chosen
+workers meet the most preferences wins first, and within a group those workers are taken first.
 
 If no group fits now, the gang may wait on capacity being freed or preempt lower-band work on
 enough workers of one group (see ``preemption``); it is not assigned in this pass either way.
@@ -49,7 +50,10 @@ def place_gang(gang: Gang, fleet: Fleet, reclaimer: Reclaimer | None) -> GangOut
     fitting = {value: [i for i in workers if fleet.fits(i, need)] for value, workers in groups.items()}
     ready = [(len(fit), value) for value, fit in fitting.items() if len(fit) >= size]
     if ready:
-        _, value = min(ready)
+        if shape.preferences:
+            value = _preferred_group(fleet, shape, fitting, [v for _, v in ready], size)
+        else:
+            _, value = min(ready)
         chosen = fitting[value][:size]
         for i in chosen:
             fleet.take(i, need)
@@ -71,3 +75,13 @@ def place_gang(gang: Gang, fleet: Fleet, reclaimer: Reclaimer | None) -> GangOut
 
     counts = {value: len(fit) for value, fit in fitting.items()}
     return GangOutcome(cause=gang_reason(size, attribute, shape, groups, counts))
+
+
+def _preferred_group(
+    fleet: Fleet, shape: Shape, fitting: dict[str, list[int]], ready: list[str], size: int
+) -> str:
+    """The ready group whose best ``size`` workers meet the most preferences (then best fit)."""
+    score = {i: fleet.preference_score(shape, i) for v in ready for i in fitting[v]}
+    for v in ready:
+        fitting[v].sort(key=lambda i: -score[i])  # stable: worker order among equals
+    return min(ready, key=lambda v: (-sum(score[i] for i in fitting[v][:size]), len(fitting[v]), v))

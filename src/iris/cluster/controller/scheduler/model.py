@@ -120,6 +120,8 @@ class TaskRequest:
     submitted_at: float = 0.0
     group_by: str | None = None  # coscheduling attribute; all pending tasks of the job form a gang
     gang_size: int = 1
+    # Soft constraints: feasible workers satisfying more of them are tried first; never blocking.
+    preferences: tuple[Constraint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
