@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,6 +79,36 @@ def test_two_tasks_with_two_gpus_each_get_disjoint_gpus(one_gpu_worker: LocalClu
     first, second = (set(gpus[i].split(",")) for i in (0, 1))
     assert len(first) == len(second) == 2 and first.isdisjoint(second), gpus
     assert first | second == {"0", "1", "2", "3"}
+
+
+def test_cli_gpu_2_gives_two_tasks_disjoint_gpus(one_gpu_worker: LocalCluster, tmp_path: Path) -> None:
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iris.cli.main",
+            "job",
+            "run",
+            "--name",
+            "cli-gpus",
+            "--gpu",
+            "2",
+            "--replicas",
+            "2",
+        ]
+        + ["--cpu", "0.5", "--memory", "128", "--env", f"MARKS={marks}", "--", "sh", "-c", TWO_GPU_TASK],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "IRIS_CONTROLLER_URL": one_gpu_worker.url},
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stderr
+    gpus = gpus_by_task(run.stdout.splitlines())
+    assert set(gpus) == {0, 1}, run.stdout
+    first, second = (set(gpus[i].split(",")) for i in (0, 1))
+    assert len(first) == len(second) == 2 and first.isdisjoint(second), gpus
 
 
 def gang_member() -> None:

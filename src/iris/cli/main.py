@@ -900,7 +900,7 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
     res = detail.spec.resources
     console.print(line("command: ", detail.entrypoint))
     console.print(
-        f"resources: {resources_text(res.cpu_millicores, res.memory_bytes)} × {detail.replicas} task(s)"
+        f"resources: {resources_text(res.cpu_millicores, res.memory_bytes, res.device)} × {detail.replicas} task(s)"
     )
     console.print(
         f"submitted {ago(detail.submitted_at)}, ran {duration(detail.started_at, detail.finished_at)}"
@@ -1100,8 +1100,8 @@ def _register_optional_groups() -> None:
                 w.worker_id,
                 styled(w.status.value),
                 w.address,
-                resources_text(w.capacity.cpu_millicores, w.capacity.memory_bytes),
-                resources_text(w.used.cpu_millicores, w.used.memory_bytes),
+                resources_text(w.capacity.cpu_millicores, w.capacity.memory_bytes, w.capacity.device),
+                resources_text(w.used.cpu_millicores, w.used.memory_bytes, w.used.device),
                 str(len(w.running_tasks)),
                 ago(w.last_contact_at),
                 " ".join(f"{k}={v}" for k, v in sorted(w.attributes.items())),

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from iris.rpc.models import DeviceSpec
 from iris.rpc.units import format_bytes, format_cpu
 
 
@@ -149,8 +150,11 @@ def duration(start: float | None, end: float | None) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
-def resources_text(cpu_millicores: int, memory_bytes: int) -> str:
-    return f"{format_cpu(cpu_millicores)} cpu, {format_bytes(memory_bytes)}"
+def resources_text(cpu_millicores: int, memory_bytes: int, device: DeviceSpec | None = None) -> str:
+    text = f"{format_cpu(cpu_millicores)} cpu, {format_bytes(memory_bytes)}"
+    if device is not None and device.count > 0:
+        text += f", {device.count} {device.type}" + (f" ({device.variant})" if device.variant else "")
+    return text
 
 
 class PlainTable(Table):
