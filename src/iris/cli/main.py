@@ -923,6 +923,13 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
             info,
         )
     console.print(t)
+    total = sum(detail.task_counts.values())
+    if total > len(detail.tasks):
+        console.print(
+            line(
+                (f"showing the first {len(detail.tasks)} of {total} tasks (--json for the same page)", "dim")
+            )
+        )
     if attempts:
         at = table("TASK", "ATTEMPT", "UID", "STATE", "WORKER", "STARTED", "DURATION", "EXIT", "ERROR")
         for task in detail.tasks:

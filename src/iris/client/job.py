@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
 from iris.rpc.errors import IrisError
-from iris.rpc.models import ExecRequest, ExecResponse, JobDetail, LogLine, LogsResponse, TaskStatus
+from iris.rpc.models import (
+    DEFAULT_TASK_PAGE,
+    MAX_TASK_PAGE,
+    ExecRequest,
+    ExecResponse,
+    JobDetail,
+    LogLine,
+    LogsResponse,
+    TaskStatus,
+)
 
 if TYPE_CHECKING:
     from iris.client.client import IrisClient
@@ -48,23 +57,40 @@ class Job:
     def __repr__(self) -> str:
         return f"Job({self.job_id!r})"
 
-    def detail(self) -> JobDetail:
-        return self.client.http.get(f"/api/v1/jobs/{task_path(self.job_id)}", JobDetail)
+    def detail(self, *, task_offset: int = 0, task_limit: int = DEFAULT_TASK_PAGE) -> JobDetail:
+        """The job with one page of its tasks (the first ``DEFAULT_TASK_PAGE`` by default)."""
+        return self.client.http.get(
+            f"/api/v1/jobs/{task_path(self.job_id)}",
+            JobDetail,
+            task_offset=task_offset,
+            task_limit=task_limit,
+        )
+
+    def full_detail(self) -> JobDetail:
+        """The job with every one of its tasks, read page by page."""
+        detail = self.detail(task_limit=MAX_TASK_PAGE)
+        total = sum(detail.task_counts.values())
+        while len(detail.tasks) < total:
+            page = self.detail(task_offset=len(detail.tasks), task_limit=MAX_TASK_PAGE)
+            if not page.tasks:
+                break  # the job was replaced while we read it
+            detail.tasks.extend(page.tasks)
+        return detail
 
     def status(self) -> JobState:
-        return self.detail().state
+        return self.detail(task_limit=0).state
 
     def tasks(self) -> list[TaskStatus]:
-        return self.detail().tasks
+        return self.full_detail().tasks
 
     def wait(self, timeout: float | None = None, *, poll_s: float = 0.05) -> JobDetail:
         """Block until the job is terminal; raises JobTimeout after ``timeout`` seconds."""
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.01
         while True:
-            detail = self.detail()
+            detail = self.detail(task_limit=0)  # the state only: cheap for a job of many tasks
             if detail.state in TERMINAL_JOB_STATES:
-                return detail
+                return self.detail()
             if deadline is not None and time.monotonic() >= deadline:
                 raise JobTimeout(
                     f"job {self.job_id} is still {detail.state.value.lower()} after {timeout:g}s"
@@ -134,7 +160,7 @@ class Job:
         offsets: LogOffsets = dict(start or {})
         drain_polls = 0  # after the job ends, a few more polls for logs the runtime has not flushed yet
         while True:
-            detail = self.detail()
+            detail = self.full_detail()
             if on_detail is not None:
                 on_detail(detail)
             done = detail.state in TERMINAL_JOB_STATES
@@ -189,6 +215,6 @@ class Job:
             return 0
         if detail.state is JobState.KILLED:
             return 130
-        if any(t.state is TaskState.FAILED for t in detail.tasks):
+        if detail.task_counts.get(TaskState.FAILED.value):
             return 1
         return 1

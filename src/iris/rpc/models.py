@@ -319,9 +319,16 @@ class JobStatus(WireModel):
     resources: ResourceSpec | None = None
 
 
+DEFAULT_TASK_PAGE = 1000
+MAX_TASK_PAGE = 10_000
+
+
 class JobDetail(JobStatus):
+    """A job and one page of its tasks (``task_offset``, at most the page size asked for)."""
+
     spec: JobSpec
     tasks: list[TaskStatus] = Field(default_factory=list)
+    task_offset: int = 0
     children: list[str] = Field(default_factory=list)
 
 

@@ -30,6 +30,8 @@ from iris.cluster.types import JobName
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError, NotFound, NotImplementedForBackend
 from iris.rpc.models import (
+    DEFAULT_TASK_PAGE,
+    MAX_TASK_PAGE,
     ClusterStatus,
     DashboardInfo,
     DryRunResult,
@@ -417,13 +419,18 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         return {"events": [dict(r) for r in rows]}
 
     @app.get("/api/v1/jobs/{job_path:path}", response_model=JobDetail)
-    def get_job(job_path: str) -> JobDetail:
+    def get_job(
+        job_path: str,
+        task_offset: int = Query(default=0, ge=0),
+        task_limit: int = Query(default=DEFAULT_TASK_PAGE, ge=0, le=MAX_TASK_PAGE),
+    ) -> JobDetail:
+        """The job and a page of its tasks (``task_counts`` counts all of them)."""
         job_id = owned_job(_job_id(job_path))
         with controller.db.read() as cur:
             row = store.get_job(cur, job_id)
             if row is None:
                 raise NotFound(f"job {job_id} does not exist")
-            return views.job_detail(cur, row)
+            return views.job_detail(cur, row, task_offset=task_offset, task_limit=task_limit)
 
     @app.get("/api/v1/tasks/{task_path:path}:logs", response_model=LogsResponse)
     def task_logs(

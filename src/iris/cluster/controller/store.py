@@ -303,9 +303,13 @@ _TASK_COLUMNS = (
 )
 
 
-def tasks_of_job(cur: sqlite3.Cursor, job_id: str) -> list[sqlite3.Row]:
+def tasks_of_job(
+    cur: sqlite3.Cursor, job_id: str, *, offset: int = 0, limit: int | None = None
+) -> list[sqlite3.Row]:
+    """The job's tasks by index; ``offset``/``limit`` read one page of them."""
     return cur.execute(
-        f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE job_id = ? ORDER BY task_index", (job_id,)
+        f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE job_id = ? ORDER BY task_index LIMIT ? OFFSET ?",
+        (job_id, -1 if limit is None else limit, offset),
     ).fetchall()
 
 

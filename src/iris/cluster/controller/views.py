@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from iris.cluster.controller import store
 from iris.rpc.enums import TaskState
-from iris.rpc.models import AttemptStatus, JobDetail, JobStatus, TaskStatus
+from iris.rpc.models import DEFAULT_TASK_PAGE, AttemptStatus, JobDetail, JobStatus, TaskStatus
 
 
 def job_status(row: store.JobRow, counts: dict[str, int] | None = None) -> JobStatus:
@@ -78,17 +78,21 @@ def task_statuses(
     return out
 
 
-def job_detail(cur: sqlite3.Cursor, row: store.JobRow) -> JobDetail:
-    rows = store.tasks_of_job(cur, row.job_id)
+def job_detail(
+    cur: sqlite3.Cursor, row: store.JobRow, *, task_offset: int = 0, task_limit: int = DEFAULT_TASK_PAGE
+) -> JobDetail:
+    """The job with one page of its tasks; counts and the pending reason cover all of them."""
+    rows = store.tasks_of_job(cur, row.job_id, offset=task_offset, limit=task_limit)
     tasks = task_statuses(cur, rows)
-    counts: dict[str, int] = {}
-    for t in tasks:
-        counts[t.state.value] = counts.get(t.state.value, 0) + 1
+    counts = store.task_counts_for_jobs(cur, [row.job_id])[row.job_id]
     base = job_status(row, counts)
     pending = next((t.pending_reason for t in tasks if t.pending_reason), None)
+    if pending is None and (counts.get("PENDING") or counts.get("ASSIGNED")):
+        pending = store.pending_reasons_for_jobs(cur, [row.job_id]).get(row.job_id)
     return JobDetail(
         **{**base.model_dump(), "pending_reason": pending},
         spec=row.spec,
         tasks=tasks,
+        task_offset=task_offset,
         children=store.children_of(cur, row.job_id),
     )

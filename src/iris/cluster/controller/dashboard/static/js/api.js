@@ -104,7 +104,7 @@ export const api = {
   stats: () => request("GET", "/api/v1/stats"),
   timeseries: () => request("GET", "/api/v1/timeseries"),
   jobs: (params) => request("GET", "/api/v1/jobs", params),
-  job: (id) => request("GET", `/api/v1/jobs/${idPath(id)}`),
+  job: (id, params) => request("GET", `/api/v1/jobs/${idPath(id)}`, params),
   jobEvents: (id, limit = 200) => request("GET", `/api/v1/jobs/${idPath(id)}:events`, { limit }),
   stopJob: (id) => request("POST", `/api/v1/jobs/${idPath(id)}:stop`),
   taskLogs: (taskId, params) => request("GET", `/api/v1/tasks/${idPath(taskId)}:logs`, params),

@@ -169,10 +169,10 @@ export function mount(root, route) {
 
   function renderTasks(d) {
     const now = Date.now() / 1000;
-    const total = d.tasks.length;
+    // The controller sends one page of tasks (task_offset/task_limit); the counts cover them all.
+    const total = Object.values(d.task_counts || {}).reduce((a, b) => a + b, 0);
     const pages = Math.max(1, Math.ceil(total / TASK_PAGE));
-    taskPage = Math.min(taskPage, pages - 1);
-    const rows = d.tasks.slice(taskPage * TASK_PAGE, (taskPage + 1) * TASK_PAGE);
+    const rows = d.tasks;
     const columns = [
       { label: "#", render: (t) => h("a", { href: taskHref(t.task_id) }, String(t.task_index)) },
       { label: "State", render: (t) => badge(t.state) },
@@ -212,8 +212,8 @@ export function mount(root, route) {
             "div",
             { class: "pager" },
             h("span", { class: "range" }, `tasks ${taskPage * TASK_PAGE}–${Math.min(total, (taskPage + 1) * TASK_PAGE) - 1} of ${total}`),
-            h("button", { type: "button", class: "btn", disabled: taskPage === 0, onclick: () => { taskPage--; renderTasks(detail); } }, "‹ Prev"),
-            h("button", { type: "button", class: "btn", disabled: taskPage >= pages - 1, onclick: () => { taskPage++; renderTasks(detail); } }, "Next ›"),
+            h("button", { type: "button", class: "btn", disabled: taskPage === 0, onclick: () => { taskPage--; refresh(); } }, "‹ Prev"),
+            h("button", { type: "button", class: "btn", disabled: taskPage >= pages - 1, onclick: () => { taskPage++; refresh(); } }, "Next ›"),
           )
         : null,
     );
@@ -327,7 +327,13 @@ export function mount(root, route) {
     let d;
     let events;
     try {
-      [d, events] = await Promise.all([api.job(jobId), api.jobEvents(jobId, 200)]);
+      const page = { task_offset: taskPage * TASK_PAGE, task_limit: TASK_PAGE };
+      [d, events] = await Promise.all([api.job(jobId, page), api.jobEvents(jobId, 200)]);
+      const total = Object.values(d.task_counts || {}).reduce((a, b) => a + b, 0);
+      if (taskPage > 0 && taskPage * TASK_PAGE >= total) {
+        taskPage = Math.max(0, Math.ceil(total / TASK_PAGE) - 1);  // the job shrank (replaced)
+        return refresh();
+      }
     } catch (err) {
       if (err.status === 404) {
         stopped = true;
