@@ -140,10 +140,12 @@ def _nested_model(annotation: Any) -> tuple[type[BaseModel] | None, str]:
     if _is_model(annotation):
         return annotation, ""
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin is dict and len(args) == 2 and _is_model(args[1]):
-        return args[1], ".<name>"
-    if origin is list and args and _is_model(args[0]):
-        return args[0], "[]"
+    if origin is dict and len(args) == 2:
+        nested, suffix = _nested_model(args[1])
+        return (nested, ".<name>" + suffix) if nested is not None else (None, "")
+    if origin is list and args:
+        nested, suffix = _nested_model(args[0])
+        return (nested, "[]" + suffix) if nested is not None else (None, "")
     return None, ""
 
 
@@ -183,7 +185,8 @@ def _type_text(annotation: Any, path: str, by_model: dict[str, Section]) -> str:
     if origin is dict and len(args) == 2:
         if _is_model(args[1]):
             return f"map of name to [mapping](#{by_model[path + '.<name>'].anchor})"
-        return f"map of {_type_text(args[0], path, by_model)} to {_type_text(args[1], path, by_model)}"
+        value = _type_text(args[1], path + ".<name>", by_model)
+        return f"map of {_type_text(args[0], path, by_model)} to {value}"
     if origin is list and args:
         if _is_model(args[0]):
             return f"list of [mapping](#{by_model[path + '[]'].anchor})"
@@ -209,6 +212,8 @@ def default_text(field: FieldInfo) -> str:
 
 
 def _yaml_value(value: Any) -> str:
+    if isinstance(value, BaseModel):
+        return _yaml_value(value.model_dump(mode="json", exclude_none=True))
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, enum.Enum):

@@ -899,8 +899,12 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
     )
     res = detail.spec.resources
     console.print(line("command: ", detail.entrypoint))
+    # The device variant is user text: printed verbatim, never read as markup.
     console.print(
-        f"resources: {resources_text(res.cpu_millicores, res.memory_bytes, res.device)} × {detail.replicas} task(s)"
+        line(
+            "resources: ",
+            f"{resources_text(res.cpu_millicores, res.memory_bytes, res.device)} × {detail.replicas} task(s)",
+        )
     )
     console.print(
         f"submitted {ago(detail.submitted_at)}, ran {duration(detail.started_at, detail.finished_at)}"

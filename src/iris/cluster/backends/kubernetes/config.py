@@ -18,10 +18,16 @@ class Toleration(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    key: str | None = Field(default=None, max_length=316)
-    operator: Literal["Exists", "Equal"] = "Exists"
-    value: str | None = Field(default=None, max_length=63)
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    key: str | None = Field(
+        default=None, max_length=316, description="Taint key; none with `Exists` tolerates every taint."
+    )
+    operator: Literal["Exists", "Equal"] = Field(
+        default="Exists", description="`Equal` also matches the taint's value."
+    )
+    value: str | None = Field(default=None, max_length=63, description="Taint value (with `Equal`).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect to tolerate (none: every effect)."
+    )
 
     def manifest(self) -> dict[str, str]:
         return self.model_dump(exclude_none=True)
@@ -71,10 +77,16 @@ class KubernetesBackendConfig(BaseModel):
     device_resources: dict[str, str] = Field(
         default_factory=lambda: {"gpu": "nvidia.com/gpu", "tpu": "google.com/tpu"}
     )
-    # Device type -> tolerations a pod asking for that device gets (its node pool's taints).
-    device_tolerations: dict[str, list[Toleration]] = Field(default_factory=default_device_tolerations)
-    # TPU generation -> value of cloud.google.com/gke-tpu-accelerator (the node selector of a TPU pod).
-    tpu_accelerators: dict[str, str] = Field(default_factory=default_tpu_accelerators)
+    device_tolerations: dict[str, list[Toleration]] = Field(
+        default_factory=default_device_tolerations,
+        description="Tolerations a pod asking for each device type gets: the taints of that node pool.",
+    )
+    tpu_accelerators: dict[str, str] = Field(
+        default_factory=default_tpu_accelerators,
+        description="TPU generation (prefix of the variant, as in `v5litepod-8`) to the value of the "
+        "`cloud.google.com/gke-tpu-accelerator` node selector; the variant's size or `AxB[xC]` gives "
+        "`cloud.google.com/gke-tpu-topology`.",
+    )
     terminal_pod_retention_s: float = Field(default=600.0, ge=0)
     image_pull_grace_s: float = Field(default=120.0, ge=0)
     # Concurrent API requests used to create/delete pods within one reconcile.
