@@ -1,0 +1,149 @@
+"""Which pending tasks a scheduling pass looks at, so a round's work grows with what changed.
+
+A task that a pass could not place is *parked*: later passes skip it until something suggests it
+could place now. Three things do:
+
+- a schedulable worker's free room grows (a task ended, a worker registered or came back) into
+  room for a parked task's shape: then every pending task is considered again, in priority
+  order (a *full* pass);
+- its backoff expires: parked tasks are looked at again after ``backoff_min_s``, doubling up to
+  ``backoff_max_s`` while full passes keep placing nothing (a safety net for what the fleet
+  check cannot see, such as a constraint that a re-registered worker now satisfies);
+- ``invalidate()``: the shell knows the world changed in a way the check cannot see.
+
+New work (a submitted job, a task back to PENDING for a retry) is *dirty*: the next pass looks
+at just the dirty tasks, against the whole fleet. A new task that fits takes free capacity that
+no parked task could use (else the pass would have been full), so skipping parked tasks never
+lets lower-priority work take a slot that waiting higher-priority work could have had.
+
+Pure bookkeeping: no clock, database or network; ``now`` and fleet views are arguments.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .model import Resources, TaskRequest, WorkerView
+
+
+@dataclass(frozen=True)
+class PassScope:
+    """``full``: every pending task, in priority order. Otherwise only these jobs' and tasks'."""
+
+    full: bool
+    jobs: frozenset[str] = frozenset()
+    tasks: frozenset[str] = frozenset()
+
+    @property
+    def empty(self) -> bool:
+        return not self.full and not self.jobs and not self.tasks
+
+
+@dataclass
+class PendingQueue:
+    backoff_min_s: float = 2.0
+    backoff_max_s: float = 30.0
+    parked: dict[str, TaskRequest] = field(default_factory=dict)
+    dirty_jobs: set[str] = field(default_factory=set)
+    dirty_tasks: set[str] = field(default_factory=set)
+    backoff_s: float = 0.0
+    full_due_at: float = 0.0  # 0: a full pass is due now (nothing is known yet)
+    _shapes: Counter[Resources] = field(default_factory=Counter)  # parked tasks by resource shape
+    _free: dict[str, Resources] = field(default_factory=dict)  # each worker's free room, last round
+
+    # ---- signals from the shell
+
+    def job_submitted(self, job_id: str) -> None:
+        self.dirty_jobs.add(job_id)
+
+    def task_pending_again(self, task_id: str) -> None:
+        self.dirty_tasks.add(task_id)
+        self._unpark(task_id)
+
+    def forget(self, task_ids: Iterable[str]) -> None:
+        """Tasks that left PENDING (killed, placed elsewhere): no longer parked."""
+        for task_id in task_ids:
+            self._unpark(task_id)
+
+    def invalidate(self) -> None:
+        self.full_due_at = 0.0
+
+    # ---- decisions
+
+    def scope(self, views: Sequence[WorkerView], now: float) -> PassScope:
+        """What the next pass must consider, given the fleet as it is now."""
+        grown = self._room_grew_for_parked(views)  # always: it also records the fleet's free room
+        if grown or now >= self.full_due_at:
+            return PassScope(full=True)
+        return PassScope(full=False, jobs=frozenset(self.dirty_jobs), tasks=frozenset(self.dirty_tasks))
+
+    def passed(
+        self, scope: PassScope, considered: Sequence[TaskRequest], placed: Iterable[str], now: float
+    ) -> None:
+        """Record a pass over ``considered`` (the scope's pending tasks) that placed ``placed``."""
+        placed_ids = set(placed)
+        if scope.full:
+            self.parked = {r.task_id: r for r in considered if r.task_id not in placed_ids}
+            self._shapes = Counter(r.resources for r in self.parked.values())
+            # Backoff grows only while full passes achieve nothing.
+            self.backoff_s = (
+                self.backoff_min_s
+                if placed_ids
+                else min(self.backoff_max_s, max(self.backoff_min_s, self.backoff_s * 2))
+            )
+            self.full_due_at = now + self.backoff_s
+        else:
+            for r in considered:
+                self._unpark(r.task_id)
+                if r.task_id not in placed_ids:
+                    self.parked[r.task_id] = r
+                    self._shapes[r.resources] += 1
+        self.dirty_jobs.clear()
+        self.dirty_tasks.clear()
+
+    def unplaced(self) -> list[TaskRequest]:
+        """Every parked task: the autoscaler's demand."""
+        return list(self.parked.values())
+
+    def _unpark(self, task_id: str) -> None:
+        request = self.parked.pop(task_id, None)
+        if request is not None:
+            left = self._shapes[request.resources] - 1
+            if left > 0:
+                self._shapes[request.resources] = left
+            else:
+                del self._shapes[request.resources]
+
+    def _room_grew_for_parked(self, views: Sequence[WorkerView]) -> bool:
+        """Whether some worker's free room grew since the last round into room for a parked shape.
+
+        Every parked task failed to fit every worker's free room as it was then (or that room
+        fits none of the parked shapes); only room that grew can change that, so a worker
+        whose free room stayed or shrank is never a reason to look at parked tasks again.
+        """
+        shapes = list(self._shapes)
+        grown = False
+        free_now: dict[str, Resources] = {}
+        for w in views:
+            free = w.capacity - w.used if w.schedulable else _NOTHING
+            free_now[w.worker_id] = free
+            before = self._free.get(w.worker_id)
+            if grown or not shapes or (before is not None and not _grew(free, before)):
+                continue
+            grown = any(shape.fits(free) for shape in shapes)
+        self._free = free_now
+        return grown
+
+
+_NOTHING = Resources(0, 0, 0)
+
+
+def _grew(now: Resources, before: Resources) -> bool:
+    return (
+        now.cpu_millicores > before.cpu_millicores
+        or now.memory_bytes > before.memory_bytes
+        or now.disk_bytes > before.disk_bytes
+        or now.device_count > before.device_count
+    )
