@@ -1,5 +1,10 @@
 """A backend-neutral harness for journeys: a real cluster, a client, and invariants after every step.
 
+Three substrates run the same journeys: ``worker`` (controller + worker daemons), ``kubernetes``
+(the KUBERNETES backend against the sandbox: fake API server with Kueue and kubelet simulators)
+and ``real_k8s`` (the KUBERNETES backend against the real kube-apiserver, scheduler,
+controller-manager and Kueue of the session's ``real_control_plane``; marker ``real_k8s``).
+
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:
 - no task has two active attempts at once;
@@ -9,11 +14,17 @@ it waits, so the invariants are checked on every state the cluster passes throug
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TypeVar
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
 
 from iris.client import CoschedulingConfig, Entrypoint, IrisClient, LocalCluster, ResourceSpec, TaskState
 from iris.rpc.enums import ACTIVE_TASK_STATES, TERMINAL_JOB_STATES, TERMINAL_TASK_STATES
@@ -23,11 +34,73 @@ from iris.rpc.models import JobDetail
 T = TypeVar("T")
 
 
+KUBECTL = "kubectl"
+SUBSTRATES = ("worker", "kubernetes", "real_k8s")
+# The one parametrisation of backend-neutral journeys: every substrate, the same assertions.
+# (real_k8s joins once the session fixture real_control_plane is in tests/conftest.py.)
+SUBSTRATE_PARAMS: list[Any] = ["worker", "kubernetes"]
+
+
+@dataclass
+class Kube:
+    """kubectl with admin rights on the cluster a KUBERNETES substrate runs on."""
+
+    kubeconfig: Path
+    namespace: str
+
+    def run(self, *args: str) -> str:
+        done = subprocess.run(
+            [KUBECTL, "--kubeconfig", str(self.kubeconfig), "-n", self.namespace, *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        if done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {done.stderr.strip()}")
+        return done.stdout
+
+    def items(self, kind: str, *args: str) -> list[dict[str, Any]]:
+        return list(json.loads(self.run("get", kind, "-o", "json", *args))["items"])
+
+    def pods(self) -> list[dict[str, Any]]:
+        return self.items("pods", "-l", "iris.managed=true")
+
+    def reserved_cpu(self) -> Fraction:
+        """CPU the ClusterQueues hold for admitted workloads (Kueue's flavorsReservation)."""
+        total = Fraction(0)
+        for queue in self.items("clusterqueues"):
+            for flavor in (queue.get("status") or {}).get("flavorsReservation") or []:
+                for resource in flavor.get("resources") or []:
+                    if resource.get("name") == "cpu":
+                        total += _cpu(str(resource.get("total") or "0"))
+        return total
+
+    def clear(self, timeout: float = 90.0) -> None:
+        """Delete every Iris pod of the namespace and wait until no pod or Workload is left."""
+        self.run("delete", "pods", "-l", "iris.managed=true", "--wait=false", "--ignore-not-found")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.pods() and not self.items("workloads"):
+                return
+            time.sleep(0.5)
+        left = [p["metadata"]["name"] for p in self.pods()] + [
+            w["metadata"]["name"] for w in self.items("workloads")
+        ]
+        raise AssertionError(f"pods or workloads still there after {timeout}s: {left}")
+
+
+def _cpu(quantity: str) -> Fraction:
+    return Fraction(quantity[:-1]) / 1000 if quantity.endswith("m") else Fraction(quantity)
+
+
 @dataclass
 class Journey:
     client: IrisClient
     cluster: LocalCluster
     backend: str
+    # worker, kubernetes (the sandbox) or real_k8s
+    substrate: str = "worker"
+    kube: Kube | None = None
     finished_tasks: dict[str, str] = field(default_factory=dict)
     finished_jobs: dict[str, str] = field(default_factory=dict)
     checks: int = 0
@@ -65,6 +138,31 @@ class Journey:
                     f"{w.worker_id} over-committed on memory"
                 )
         self.checks += 1
+
+    def cpu_capacity(self) -> Fraction:
+        """What the cluster can run at once: the workers' CPUs, or the ClusterQueue's CPU quota."""
+        if self.kube is None:
+            return Fraction(sum(w.capacity.cpu_millicores for w in self.client.workers().workers), 1000)
+        total = Fraction(0)
+        for queue in self.kube.items("clusterqueues"):
+            for group in (queue.get("spec") or {}).get("resourceGroups") or []:
+                for flavor in group.get("flavors") or []:
+                    for resource in flavor.get("resources") or []:
+                        if resource.get("name") == "cpu":
+                            total += _cpu(str(resource.get("nominalQuota")))
+        return total
+
+    def cpu_in_use(self) -> Fraction:
+        """CPU still held: by attempts on workers, or by Workloads in Kueue's ClusterQueues."""
+        if self.kube is None:
+            return Fraction(sum(w.used.cpu_millicores for w in self.client.workers().workers), 1000)
+        return self.kube.reserved_cpu()
+
+    def stuck_pods(self) -> list[str]:
+        """Pods being deleted that have not gone yet (Terminating), on KUBERNETES substrates."""
+        if self.kube is None:
+            return []
+        return [p["metadata"]["name"] for p in self.kube.pods() if p["metadata"].get("deletionTimestamp")]
 
     def step(self, condition: Callable[[], T], *, timeout: float = 60.0, what: str = "condition") -> T:
         """Wait for ``condition``, checking the invariants on every poll."""
@@ -113,9 +211,39 @@ def run_bouncing_gang(j: Journey, name: str, resources: ResourceSpec) -> JobDeta
 
 
 @contextmanager
+def substrate_cluster(request: pytest.FixtureRequest, **kwargs: Any) -> Iterator[Journey]:
+    """``journey_cluster`` for a fixture parametrised by ``SUBSTRATE_PARAMS``."""
+    substrate = str(request.param)
+    control_plane = request.getfixturevalue("real_control_plane") if substrate == "real_k8s" else None
+    with journey_cluster(substrate, control_plane=control_plane, **kwargs) as journey:
+        yield journey
+
+
+@contextmanager
 def journey_cluster(
-    backend: str, *, workers: int = 3, worker_cpu: str = "2", attributes: list[dict[str, str]] | None = None
+    substrate: str,
+    *,
+    workers: int = 3,
+    worker_cpu: str = "2",
+    attributes: list[dict[str, str]] | None = None,
+    control_plane: Any = None,
 ) -> Iterator[Journey]:
+    """A cluster on ``substrate``; ``real_k8s`` needs the session's ``control_plane`` (its
+    namespace is cleared of Iris pods before and after, so modules do not see each other's)."""
+    if substrate not in SUBSTRATES:
+        raise ValueError(f"unknown substrate {substrate!r}")
+    backend = "worker" if substrate == "worker" else "kubernetes"
+    kube: Kube | None = None
+    k8s_args: dict[str, Any] = {}
+    if substrate == "real_k8s":
+        kube = Kube(Path(control_plane.admin_kubeconfig), control_plane.namespace)
+        kube.clear()
+        # The controller runs with its ServiceAccount's token: our RBAC meets the real authorizer.
+        k8s_args = {
+            "kubeconfig": control_plane.controller_kubeconfig,
+            "namespace": control_plane.namespace,
+            "local_queue": control_plane.local_queue,
+        }
     cluster = LocalCluster(
         workers=workers,
         backend=backend,
@@ -124,11 +252,18 @@ def journey_cluster(
         worker_attributes=attributes,
         tick_s=0.5,
         worker_grace_s=3.0,
+        **k8s_args,
     )
     cluster.start()
+    if substrate == "kubernetes":
+        kube = Kube(
+            Path(str(cluster.ready_info["kubeconfig"])), str(cluster.ready_info.get("namespace", "iris"))
+        )
     client = IrisClient(cluster.url)
     try:
-        yield Journey(client=client, cluster=cluster, backend=backend)
+        yield Journey(client=client, cluster=cluster, backend=backend, substrate=substrate, kube=kube)
     finally:
         client.close()
         cluster.stop()
+        if substrate == "real_k8s" and kube is not None:
+            kube.clear()

@@ -279,6 +279,20 @@ def cluster() -> None:
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Cluster config (YAML): its scale groups start and stop workers on demand.",
 )
+@click.option(
+    "--kubeconfig",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --backend kubernetes: run against this cluster instead of the local sandbox.",
+)
+@click.option(
+    "--namespace",
+    default="iris",
+    show_default=True,
+    help="With --kubeconfig: the namespace `iris k8s manifests` set up for Iris.",
+)
+@click.option(
+    "--queue", default="iris", show_default=True, help="With --kubeconfig: the Kueue LocalQueue of task pods."
+)
 def cluster_start(
     local: bool,
     workers: int | None,
@@ -288,11 +302,18 @@ def cluster_start(
     worker_cpu: str | None,
     worker_memory: str | None,
     config_path: Path | None,
+    kubeconfig: Path | None,
+    namespace: str,
+    queue: str,
 ) -> None:
     """Run a controller plus N worker daemons in the foreground; Ctrl-C stops them all.
 
     With --config, the file's scale groups decide how many workers run (the autoscaler starts
     and stops them), and its controller section sets the port and state directory.
+
+    With --backend kubernetes there are no workers: the controller runs tasks as pods, in a local
+    sandbox (a fake API server with Kueue and kubelet simulators), or with --kubeconfig in any
+    real cluster prepared with `iris k8s manifests | kubectl apply -f -`.
     """
     from iris.client.local_cluster import LocalCluster
 
@@ -301,6 +322,8 @@ def cluster_start(
             "only --local clusters can be started from here; on other machines run `iris controller start` and `iris worker start`"
         )
     _check_quantities(worker_cpu, worker_memory)
+    if kubeconfig is not None and backend != "kubernetes":
+        raise click.UsageError("--kubeconfig goes with --backend kubernetes")
     controller_args: list[str] = []
     token: str | None = None
     worker_token: str | None = None
@@ -329,6 +352,9 @@ def cluster_start(
         controller_args=controller_args,
         token=token,
         worker_token=worker_token,
+        kubeconfig=kubeconfig,
+        namespace=namespace,
+        local_queue=queue,
     )
     _install_sigterm()
     try:

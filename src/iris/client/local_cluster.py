@@ -64,9 +64,16 @@ class LocalCluster:
         controller_args: list[str] | None = None,
         token: str | None = None,
         worker_token: str | None = None,
+        kubeconfig: str | Path | None = None,
+        namespace: str = "iris",
+        local_queue: str = "iris",
     ) -> None:
         """``token``: when the controller requires one (a config with ``auth``), an admin token for
-        the launcher's own checks; the workers it starts authenticate with ``worker_token``."""
+        the launcher's own checks; the workers it starts authenticate with ``worker_token``.
+
+        ``kubeconfig`` (kubernetes backend): run against that cluster, in ``namespace`` with Kueue
+        LocalQueue ``local_queue`` (installed by ``iris k8s manifests``); without it the backend
+        runs against a local sandbox (fake API server with Kueue and kubelet simulators)."""
         self._tmp = None if state_dir is not None else tempfile.TemporaryDirectory(prefix="iris-local-")
         self.state_dir = Path(state_dir) if state_dir is not None else Path(self._tmp.name)  # type: ignore[union-attr]
         self.num_workers = workers
@@ -81,6 +88,9 @@ class LocalCluster:
         self.controller_args = controller_args or []
         self.token = token
         self.worker_token = worker_token
+        self.kubeconfig = Path(kubeconfig) if kubeconfig is not None else None
+        self.namespace = namespace
+        self.local_queue = local_queue
         self.url = ""
         self.ready_info: dict[str, object] = {}
         self.controller: _Child | None = None
@@ -128,7 +138,11 @@ class LocalCluster:
             *self.controller_args,
         ]  # fmt: skip
         try:
-            if self.backend == "kubernetes":
+            if self.backend == "kubernetes" and self.kubeconfig is not None:
+                argv += ["--kubeconfig", str(self.kubeconfig), "--namespace", self.namespace]
+                argv += ["--queue", self.local_queue]
+                self.ready_info.update({"kubeconfig": str(self.kubeconfig), "namespace": self.namespace})
+            elif self.backend == "kubernetes":
                 argv += self._start_k8s_sandbox(timeout_s)
             self.controller = self._spawn("controller", argv)
             if self.backend == "worker":
@@ -162,7 +176,13 @@ class LocalCluster:
         info = _wait_for_file(
             ready, self.sandbox.proc, "kubernetes sandbox", self.sandbox.log_path, timeout_s
         )
-        self.ready_info.update({"kubeconfig": info["kubeconfig"], "k8s_server_url": info["server_url"]})
+        self.ready_info.update(
+            {
+                "kubeconfig": info["kubeconfig"],
+                "k8s_server_url": info["server_url"],
+                "namespace": info["namespace"],
+            }
+        )
         return ["--kubeconfig", str(info["kubeconfig"]), "--namespace", str(info["namespace"])]
 
     def add_worker(
