@@ -311,3 +311,40 @@ def test_exec_runs_in_the_task_container_or_fails_clearly(
         assert (result.exit_code, result.stdout) == (0, "hi\n")
     with pytest.raises(NotFound):
         backend.exec(TaskTarget(attempt_uid="dddddddddddddddd"), task, ["true"])
+
+
+@pytest.mark.parametrize(
+    ("queue", "error"),
+    [
+        # Kueue's pod webhook refuses a queue name that is no DNS-1123 subdomain: 403 on create.
+        (
+            "Team_Q",
+            'admission webhook "vpod.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/queue-name]',
+        ),
+        # A well-formed name with no LocalQueue behind it: Kueue's Workload is Inadmissible for ever.
+        ("no-such-queue", "LocalQueue no-such-queue doesn't exist"),
+    ],
+    ids=["invalid-queue-name", "missing-local-queue"],
+)
+def test_a_queue_kueue_will_never_serve_fails_the_attempt(sandbox: Sandbox, queue: str, error: str) -> None:
+    b = KubernetesBackend(
+        KubernetesBackendConfig(
+            kubeconfig=str(sandbox.kubeconfig_path), namespace=sandbox.namespace, local_queue=queue
+        ),
+        controller_url="http://controller.test:10000",
+        backend_id="sandbox",
+    )
+    try:
+        uid = "9999999999999999"
+        failed = until(b, [run(uid, run_spec(uid, task="/alice/q/0"))], uid, TaskState.FAILED)
+        assert error in (failed.error or ""), failed.error
+        assert failed.runtime_released
+        # Nothing is left behind: the pod (if one was made) goes as a stray, and Kueue lets it go.
+
+        def gone() -> bool:
+            b.reconcile([])  # the controller no longer asks for the failed attempt
+            return not [p for p in pods(sandbox) if uid in p["metadata"]["name"]]
+
+        wait_for(gone, what="the refused attempt's pod gone")
+    finally:
+        b.close()
