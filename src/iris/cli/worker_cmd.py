@@ -35,7 +35,10 @@ def worker() -> None:
 @click.option("--memory", help="Memory to offer, e.g. 4GB (default: all RAM).")
 @click.option("--disk", help="Disk to offer, e.g. 100GB (default: free space of the state dir).")
 @click.option("--attr", "attrs", multiple=True, help="Worker attribute key=value (repeatable).")
-@click.option("--device", help="Accelerator type:variant:count, e.g. gpu:a100:8.")
+@click.option(
+    "--device",
+    help="Accelerator type:variant:count, e.g. gpu:a100:8 (default: GPUs found by nvidia-smi, or TPU chips; none: offer no device).",
+)
 @click.option("--slice-id", help="Slice this worker belongs to.")
 @click.option("--scale-group", help="Scale group this worker belongs to.")
 @click.option("--state-dir", help="Where attempts run and logs live (default: ~/.iris/workers/<id>).")

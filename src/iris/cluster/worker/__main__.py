@@ -25,7 +25,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory", help="memory to offer, e.g. 4GB (default: all RAM)")
     parser.add_argument("--disk", help="disk to offer, e.g. 100GB (default: free space of the state dir)")
     parser.add_argument("--attr", action="append", default=[], help="worker attribute key=value (repeatable)")
-    parser.add_argument("--device", help="accelerator type:variant:count, e.g. gpu:a100:8")
+    parser.add_argument(
+        "--device",
+        help="accelerator type:variant:count, e.g. gpu:a100:8 (default: detected GPUs or TPU chips; none: no device)",
+    )
     parser.add_argument("--slice-id")
     parser.add_argument("--scale-group")
     parser.add_argument("--state-dir", help="default: ~/.iris/workers/<worker id>")
