@@ -155,3 +155,49 @@ def test_tpu_subset_gets_its_own_single_host_slice_and_whole_host_keeps_platform
     whole = broker.acquire(run_spec("c", DeviceSpec(type="tpu", count=4)))
     assert whole == {"TPU_VISIBLE_CHIPS": "0,1,2,3"}  # TPU_WORKER_ID etc. stay as the platform set them
     assert broker.acquire(run_spec("d", None)) == {}
+
+
+def test_runtime_releases_devices_when_a_start_fails_and_when_an_attempt_exits(tmp_path: Path) -> None:
+    from tests.runtime.helpers import make_spec, wait_done
+
+    from iris.cluster.runtime import SubprocessRuntime
+
+    broker = DeviceBroker(DeviceInventory("gpu", "a100", (0, 1)))
+    runtime = SubprocessRuntime(
+        tmp_path / "state", worker_id="w", controller_url="http://127.0.0.1:1", devices=broker
+    )
+    two = ResourceSpec(cpu=0, memory=0, device=DeviceSpec(type="gpu", count=2))
+    try:
+        missing = make_spec("/no/such/program", resources=two)
+        runtime.start(missing)
+        assert wait_done(runtime, missing.attempt_uid).state.value == "FAILED"
+        assert broker.allocator.held() == {}  # the failed start gave its GPUs back
+        ok = make_spec("sh", "-c", 'test "$CUDA_VISIBLE_DEVICES" = 0,1', resources=two)
+        runtime.start(ok)
+        snap = wait_done(runtime, ok.attempt_uid)
+        assert (snap.state.value, snap.exit_code) == ("SUCCEEDED", 0)
+        assert broker.allocator.held() == {}
+        busy = make_spec("sleep", "30", resources=two)
+        runtime.start(busy)
+        refused = make_spec(
+            "true", resources=ResourceSpec(cpu=0, memory=0, device=DeviceSpec(type="gpu", count=1))
+        )
+        runtime.start(refused)
+        failed = wait_done(runtime, refused.attempt_uid)
+        assert failed.state.value == "FAILED" and "only 0 of 2 are free" in (failed.error or "")
+        assert list(broker.allocator.held()) == [busy.attempt_uid]
+    finally:
+        runtime.shutdown()
+    assert broker.allocator.held() == {}  # shutdown killed "busy" and released its GPUs
+
+
+def test_worker_config_device_none_and_device_dir() -> None:
+    from iris.cluster.worker.config import build_worker_config
+
+    off = build_worker_config(controller="http://c:1", device="none", environ={})
+    assert off.device is None and not off.detect_devices
+    flagged = build_worker_config(
+        controller="http://c:1", device="tpu:v5litepod-8:8", environ={"IRIS_DEVICE_DIR": "/tmp/fake-dev"}
+    )
+    assert flagged.device == DeviceSpec(type="tpu", variant="v5litepod-8", count=8) and flagged.detect_devices
+    assert flagged.device_dir == Path("/tmp/fake-dev")

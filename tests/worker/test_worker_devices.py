@@ -14,7 +14,7 @@ from tests.worker.harness import ControllerStub, WorkerProcess, start_worker
 
 from iris.rpc.enums import TaskState
 from iris.rpc.models import DesiredAttempt, DeviceSpec, Entrypoint, ResourceSpec, RunSpec
-from iris.testing.fake_devices import write_fake_nvidia_smi
+from iris.testing.fake_devices import write_fake_nvidia_smi, write_fake_tpu_chips
 
 PRINT_GPUS = 'echo "gpus=${CUDA_VISIBLE_DEVICES-unset} nvidia=${NVIDIA_VISIBLE_DEVICES-unset}"; exec sleep 60'
 
@@ -168,5 +168,38 @@ def test_device_flag_none_turns_detection_off(
         wait_until(lambda: controller.registrations, what="registration")
         reg = controller.registrations[-1]
         assert reg.capacity.device is None and "device-type" not in reg.attributes
+    finally:
+        proc.stop()
+
+
+def test_a_tpu_host_gives_each_attempt_its_own_block_of_chips(
+    tmp_path: Path, controller: ControllerStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_fake_tpu_chips(tmp_path / "dev", 4)
+    monkeypatch.setenv("IRIS_DEVICE_DIR", str(tmp_path / "dev"))
+    monkeypatch.setenv("TPU_ACCELERATOR_TYPE", "v5litepod-4")
+    monkeypatch.setenv("TPU_CHIPS_PER_HOST_BOUNDS", "2,2,1")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'nothing'}{os.pathsep}{os.environ['PATH']}")
+    proc = start_worker(tmp_path, controller.url, "--reregister-after", "30")
+    try:
+        wait_until(lambda: controller.registrations, what="registration")
+        reg = controller.registrations[-1]
+        if reg.capacity.device is not None and reg.capacity.device.type == "gpu":
+            pytest.skip("this machine has a real nvidia-smi: GPUs win over TPUs")
+        assert reg.capacity.device == DeviceSpec(type="tpu", variant="v5litepod-4", count=4)
+        script = 'echo "gpus=$TPU_VISIBLE_CHIPS bounds=$TPU_CHIPS_PER_PROCESS_BOUNDS"; exec sleep 60'
+        specs = []
+        for i in range(2):
+            spec = gpu_spec(f"t{i}", 0, script=script, index=i)
+            specs.append(
+                spec.model_copy(
+                    update={
+                        "resources": ResourceSpec(cpu=0, memory=0, device=DeviceSpec(type="tpu", count=2))
+                    }
+                )
+            )
+        proc.reconcile([run(s) for s in specs])
+        seen = sorted(printed_gpus(proc, s.attempt_uid) for s in specs)
+        assert seen == ["gpus=0,1 bounds=1,2,1", "gpus=2,3 bounds=1,2,1"]
     finally:
         proc.stop()
