@@ -50,6 +50,14 @@ def worker() -> None:
     help="Seconds without a reconcile before registering again.",
 )
 @click.option(
+    "--task-uids",
+    help="When run as root, each attempt runs as its own uid from this range (default 200000-299999; off: as root).",
+)
+@click.option(
+    "--fence-after",
+    help="Seconds without a reconcile after which the worker kills its own attempts (default: as the controller advises).",
+)
+@click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
     help="Log lines as text or JSON (default: $IRIS_LOG_FORMAT or text).",

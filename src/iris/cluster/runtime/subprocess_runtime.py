@@ -30,6 +30,7 @@ from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env
 from iris.cluster.runtime.attempt_log import AttemptLogWriter, LineIndex, read_log_page
 from iris.cluster.runtime.inspect import describe_processes, run_beside
 from iris.cluster.runtime.io_loop import IoLoop
+from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
 from iris.cluster.runtime.pid_records import (
     PidRecord,
     kill_leftover_trees,
@@ -124,6 +125,9 @@ class _Attempt:
         self.uid = uid
         self.spec = spec
         self.dir = directory
+        # Where its work dir (and callable payload) live: ``dir`` itself unless isolated.
+        self.task_dir = directory
+        self.lease: UidLease | None = None
         self.log: AttemptLogWriter | None = None
         self.state = TaskState.BUILDING
         self.exit_code: int | None = None
@@ -181,22 +185,28 @@ class SubprocessRuntime:
         keep_finished: int = 2000,
         preparer: Preparer | None = None,
         devices: DeviceBroker | None = None,
+        isolation: Isolation | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.attempts_dir = self.state_dir / "attempts"
         self.pids_dir = self.state_dir / "pids"
-        self.attempts_dir.mkdir(parents=True, exist_ok=True)
-        self.pids_dir.mkdir(parents=True, exist_ok=True)
+        for private in (self.attempts_dir, self.pids_dir):  # logs and pid records: the worker's alone
+            private.mkdir(parents=True, exist_ok=True)
+            os.chmod(private, 0o700)
         self.worker_id = worker_id
         self.controller_url = controller_url
         self._on_change = on_change
         self._base_env = dict(os.environ if base_env is None else base_env)
+        # The worker's own token must never reach a task (each task gets its job's token instead).
+        self._base_env.pop("IRIS_TOKEN", None)
         self._kill_grace_s = kill_grace_s
         self._eof_grace_s = eof_grace_s
         self._monitor_interval_s = monitor_interval_s
         self._keep_finished = keep_finished
         self._preparer = preparer
         self._devices = devices
+        self._isolation = isolation
+        self.tasks_dir = isolation.task_root if isolation is not None else self.attempts_dir
         self._boot_id = boot_id()
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -353,7 +363,10 @@ class SubprocessRuntime:
                 raise NotFound(f"attempt {attempt_uid} is not on this worker")
             if attempt.terminal or attempt.dir is None or not attempt.env:
                 raise FailedPrecondition(f"attempt {attempt_uid} is not running")
-            cwd, env = attempt.dir / "work", dict(attempt.env)
+            cwd, env = attempt.task_dir / "work", dict(attempt.env)
+            lease = attempt.lease
+        if self._isolation is not None and lease is not None:
+            argv = self._isolation.wrap(argv, lease.uid)  # as the task's own uid, never as root
         return run_beside(argv, cwd=cwd, env=env, timeout_s=timeout_s)
 
     def terminal_by_uid(self) -> dict[str, bool]:
@@ -444,16 +457,20 @@ class SubprocessRuntime:
             with self._lock:
                 self._line_indexes.pop(attempt.uid, None)
             os.mkdir(attempt.dir)
-        work_dir = attempt.dir / "work"
-        os.mkdir(work_dir)
+        if self._isolation is not None:
+            attempt.task_dir = self.tasks_dir / attempt.uid
+            shutil.rmtree(attempt.task_dir, ignore_errors=True)
+            os.mkdir(attempt.task_dir, 0o711)
+        work_dir = attempt.task_dir / "work"
+        os.mkdir(work_dir, 0o700)
         attempt.log = AttemptLogWriter(attempt.dir / "log.jsonl")
         return work_dir
 
     def _launch(self, attempt: _Attempt, preparation: Preparation | None = None) -> None:
         spec = attempt.spec
         assert spec is not None and attempt.dir is not None
-        work_dir = attempt.dir / "work"
-        argv = self._argv(spec, attempt.dir, preparation.python if preparation else None)
+        work_dir = attempt.task_dir / "work"
+        argv = self._argv(spec, attempt.task_dir, preparation.python if preparation else None)
         with self._lock:  # concurrent starts must not hand out the same port twice
             taken = {port for a in self._attempts.values() if not a.terminal for port in a.ports.values()}
             attempt.ports = ports = allocate_ports(spec.ports, taken)
@@ -471,6 +488,16 @@ class SubprocessRuntime:
                 env["PATH"] = os.pathsep.join([*preparation.path_prepend, env.get("PATH", os.defpath)])
         if self._devices is not None:
             env.update(self._devices.acquire(spec))  # released with the attempt, on every path
+        if self._isolation is not None:
+            lease = self._isolation.pool.acquire()
+            with self._lock:
+                attempt.lease = lease
+            self._isolation.hand_over(work_dir, lease.uid)
+            payload = attempt.task_dir / "callable.pkl"
+            if payload.exists():
+                os.chown(payload, lease.uid, lease.uid)
+            env["HOME"] = str(work_dir)
+            argv = self._isolation.wrap(argv, lease.uid)
         attempt.env = env
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -526,6 +553,7 @@ class SubprocessRuntime:
             return list(spec.entrypoint.argv)
         payload = attempt_dir / "callable.pkl"
         payload.write_bytes(base64.b64decode(spec.entrypoint.callable_b64 or ""))
+        os.chmod(payload, 0o600)
         return [python or sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, str(payload)]
 
     def _end_unstarted(self, attempt: _Attempt) -> None:
@@ -535,6 +563,7 @@ class SubprocessRuntime:
             attempt.log.system(f"attempt {outcome.state.value} before it started: {outcome.error}")
             attempt.log.close()
         self._release_devices(attempt.uid)
+        self._release_identity(attempt)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, None, outcome.error
             attempt.finished_at = time.time()
@@ -554,6 +583,7 @@ class SubprocessRuntime:
             code = None
         error = error or f"could not start the process: {exc}"
         self._release_devices(attempt.uid)
+        self._release_identity(attempt)
         if attempt.log is not None:
             attempt.log.system(error)
             attempt.log.close()
@@ -644,8 +674,16 @@ class SubprocessRuntime:
     def _release_locked(self, attempt: _Attempt) -> None:
         """Mark released (the caller has removed the pid record, outside the lock)."""
         self._release_devices(attempt.uid)
+        self._release_identity(attempt)
         attempt.released = True
         self._retained.append(attempt.uid)
+
+    @staticmethod
+    def _release_identity(attempt: _Attempt) -> None:
+        """Give the attempt's uid back once nothing of its process tree is left."""
+        lease, attempt.lease = attempt.lease, None
+        if lease is not None:
+            UidPool.release(lease)
 
     def _release_devices(self, attempt_uid: str) -> None:
         if self._devices is not None:
@@ -786,6 +824,8 @@ class SubprocessRuntime:
         for uid in doomed:
             if SAFE_UID.match(uid):
                 shutil.rmtree(self.attempts_dir / uid, ignore_errors=True)
+                if self.tasks_dir != self.attempts_dir:
+                    shutil.rmtree(self.tasks_dir / uid, ignore_errors=True)
 
     def _adopt_previous_logs(self) -> None:
         """Attempt dirs of a previous run stay readable (as finished logs) until retention drops them."""

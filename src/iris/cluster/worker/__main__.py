@@ -37,6 +37,14 @@ def main(argv: list[str] | None = None) -> int:
         "--reregister-after", default="5", help="seconds without a reconcile before registering again"
     )
     parser.add_argument(
+        "--task-uids",
+        help="when run as root, each attempt runs as its own uid from this range (default 200000-299999; off: as root)",
+    )
+    parser.add_argument(
+        "--fence-after",
+        help="seconds without a reconcile after which the worker kills its own attempts (default: as the controller advises)",
+    )
+    parser.add_argument(
         "--log-format",
         choices=["text", "json"],
         help="log lines as text or JSON (default: $IRIS_LOG_FORMAT or text)",
@@ -59,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             state_dir=args.state_dir,
             ready_file=args.ready_file,
             reregister_after=args.reregister_after,
+            task_uids=args.task_uids,
+            fence_after=args.fence_after,
         )
         return run_worker(config, log_format=args.log_format, log_file=args.log_file)
     except WorkerConfigError as exc:

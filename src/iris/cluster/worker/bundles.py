@@ -19,6 +19,7 @@ import httpx
 
 from iris.cluster.runtime.subprocess_runtime import PreparationError
 from iris.cluster.worker.build_lock import Cancelled, hash_lock
+from iris.cluster.worker.safe_unpack import UnsafeBundle, safe_unpack
 
 BUNDLE_ID = re.compile(r"^[0-9a-f]{64}$")
 DEFAULT_KEEP = 64
@@ -120,14 +121,12 @@ class BundleCache:
             Path(stale).unlink(missing_ok=True)
 
     def unpack(self, bundle_id: str, archive: Path, destination: Path) -> int:
-        """Extract into ``destination``; refuses members that would land outside it. Returns the file count."""
+        """Extract into ``destination``; refuses links and anything that would land outside it (safe_unpack).
+        Returns the file count."""
         try:
-            with tarfile.open(archive, mode="r:gz") as tar:
-                members = tar.getmembers()
-                tar.extractall(destination, members=members, filter="data")
-        except (tarfile.TarError, OSError, EOFError) as exc:
+            return safe_unpack(archive, destination)
+        except (UnsafeBundle, tarfile.TarError, OSError, EOFError) as exc:
             raise BundleError(f"could not unpack bundle {bundle_id}: {exc}") from None
-        return sum(1 for m in members if m.isfile())
 
 
 def _error_text(resp: httpx.Response) -> str:

@@ -22,6 +22,9 @@ WORKER_ID_PATTERN = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$")
 _ATTR_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
 
 
+DEFAULT_TASK_UIDS = (200_000, 299_999)
+
+
 class WorkerConfigError(ValueError):
     """A flag value the worker cannot use; the message is one sentence for the user."""
 
@@ -45,6 +48,10 @@ class WorkerConfig:
     state_dir: Path | None = None
     ready_file: Path | None = None
     reregister_after_s: float = 5.0
+    # Uids attempts run as when the worker is root (None: attempts run as the worker's own uid).
+    task_uids: tuple[int, int] | None = DEFAULT_TASK_UIDS
+    # Kill every attempt when not reconciled for this long (None: what the controller advises).
+    fence_after_s: float | None = None
 
 
 def build_worker_config(
@@ -63,6 +70,8 @@ def build_worker_config(
     state_dir: str | None = None,
     ready_file: str | None = None,
     reregister_after: str | float = 5.0,
+    task_uids: str | None = None,
+    fence_after: str | float | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> WorkerConfig:
     env = os.environ if environ is None else environ
@@ -91,6 +100,18 @@ def build_worker_config(
         raise WorkerConfigError(f"--reregister-after must be positive, got {reregister_after!r}")
     no_device = device is not None and device.strip().lower() == "none"
     device_dir = env.get("IRIS_DEVICE_DIR")
+    fence: float | None = None
+    if fence_after is not None:
+        try:
+            fence = float(fence_after)
+        except ValueError:
+            raise WorkerConfigError(
+                f"--fence-after must be a number of seconds, got {fence_after!r}"
+            ) from None
+        if not 0 < fence < float("inf"):
+            raise WorkerConfigError(
+                f"--fence-after must be a positive number of seconds, got {fence_after!r}"
+            )
     attributes = _parse_attributes(env.get("IRIS_WORKER_ATTRIBUTES", "").split(","), "IRIS_WORKER_ATTRIBUTES")
     attributes.update(_parse_attributes(attrs, "--attr"))
     return WorkerConfig(
@@ -110,7 +131,23 @@ def build_worker_config(
         state_dir=Path(state_dir).expanduser() if state_dir else None,
         ready_file=Path(ready_file).expanduser() if ready_file else None,
         reregister_after_s=reregister,
+        task_uids=_parse_uid_range(task_uids),
+        fence_after_s=fence,
     )
+
+
+def _parse_uid_range(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return DEFAULT_TASK_UIDS
+    if text.strip().lower() == "off":
+        return None
+    first, sep, last = text.partition("-")
+    if not (sep and first.strip().isdigit() and last.strip().isdigit()):
+        raise WorkerConfigError(f"--task-uids must look like 200000-299999 (or off), got {text!r}")
+    low, high = int(first), int(last)
+    if not 1000 <= low <= high < 2**31 - 1:
+        raise WorkerConfigError(f"--task-uids {text!r} must be an ascending range of uids from 1000 up")
+    return low, high
 
 
 def _quantity(raw: str | None, flag: str, parse: Callable[[str], int], example: str) -> int | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 import uvicorn
 
 from iris.cluster.runtime import SubprocessRuntime
+from iris.cluster.runtime.isolation import Isolation, probe
 from iris.cluster.worker.config import (
     WorkerConfig,
     WorkerConfigError,
@@ -78,6 +79,34 @@ def raise_open_file_limit() -> None:
             )
         except (ValueError, OSError):
             logger.warning("could not raise the open-file limit above %d", soft)
+
+
+def _isolation(config: WorkerConfig, state_dir: Path) -> Isolation | None:
+    """Per-attempt uids when root (checked once by running a probe); None otherwise."""
+    try:
+        isolation = Isolation.detect(state_dir, config.task_uids)
+    except OSError as exc:
+        raise WorkerConfigError(f"cannot set up task isolation: {exc.strerror or exc}") from None
+    if isolation is None:
+        if os.geteuid() == 0 and config.task_uids is None:
+            logger.warning("--task-uids off: attempts run as root and can read each other's environment")
+        return None
+    problem = probe(isolation)
+    if problem is not None:
+        logger.warning(
+            "attempts run as root, NOT isolated from each other: %s; install Python and Iris where "
+            "other users can read them (or pass --task-uids off to say this is intended)",
+            problem,
+        )
+        return None
+    os.chmod(state_dir, 0o711 if isolation.task_root.is_relative_to(state_dir.resolve()) else 0o700)
+    logger.info(
+        "attempts run as uids %d-%d, work dirs under %s",
+        isolation.pool.first,
+        isolation.pool.last,
+        isolation.task_root,
+    )
+    return isolation
 
 
 def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file: str | None = None) -> int:
@@ -152,12 +181,19 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
                     extra={"attempt_uid": uid, "worker_id": worker_id},
                 )
 
+    isolation = _isolation(config, state_dir)
     runtime = SubprocessRuntime(
         state_dir,
         worker_id=worker_id,
         controller_url=config.controller_url,
         on_change=attempt_changed,
-        preparer=AttemptPreparer(state_dir, config.controller_url, token=token),
+        preparer=AttemptPreparer(
+            state_dir,
+            config.controller_url,
+            token=token,
+            envs_dir=isolation.task_root / "envs" if isolation is not None else None,
+        ),
+        isolation=isolation,
         devices=DeviceBroker(inventory) if inventory is not None else None,
     )
     if runtime.leftovers_killed:

@@ -14,9 +14,12 @@ from iris.rpc.models import RunSpec
 class AttemptPreparer:
     """Plugs into ``SubprocessRuntime(preparer=...)``; caches live under the worker's state dir."""
 
-    def __init__(self, state_dir: Path, controller_url: str, *, token: str | None = None) -> None:
+    def __init__(
+        self, state_dir: Path, controller_url: str, *, token: str | None = None, envs_dir: Path | None = None
+    ) -> None:
+        """``envs_dir`` (default ``<state>/envs``) must be reachable by the uids attempts run as."""
         self.bundles = BundleCache(Path(state_dir) / "bundles", controller_url, token=token)
-        self.environments = EnvironmentBuilder(Path(state_dir) / "envs")
+        self.environments = EnvironmentBuilder(envs_dir or Path(state_dir) / "envs")
 
     def needed(self, spec: RunSpec) -> bool:
         return bool(spec.bundle_id) or bool(spec.environment is not None and spec.environment.pip_packages)

@@ -1,0 +1,225 @@
+"""Users cannot reach each other's tasks: each attempt runs as an unprivileged uid of its own.
+
+When the worker runs as root, every attempt gets a uid (and the same gid) leased from a range
+(default 200000-299999; no /etc/passwd entry is needed), its working directory is owned by that
+uid with mode 0700, and it starts through::
+
+    unshare --mount --propagation private -- sh -c 'mount -t proc -o hidepid=2 proc /proc && exec setpriv ...'
+
+so in its private mount namespace ``/proc`` lists only its own processes, and ``setpriv`` drops
+to the uid with no supplementary groups and ``no_new_privs`` (setuid binaries gain nothing).
+A task cannot read another task's (or the worker's) ``/proc/PID/environ``: different uid, and
+not even listed. Leases are ``flock``-ed files in a root-only directory shared by every worker on
+the machine, so two workers never hand out the same uid at once; a lease dies with the worker.
+
+Not covered (no containers): the filesystem outside the work dirs is shared read-only as usual
+Unix permissions allow, the network is shared, and CPU and memory are only limited by the
+worker's monitor.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import random
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_UID_RANGE = (200_000, 299_999)
+_LEASE_DIRS = (Path("/run/iris/task-uids"), Path("/var/lib/iris/task-uids"))
+_FALLBACK_TASK_ROOT = Path("/var/lib/iris/tasks")
+_MOUNT_PROC = 'mount -t proc -o hidepid=2 proc /proc && exec "$@"'
+
+
+class IsolationError(Exception):
+    """The attempt cannot be isolated (no free uid); one sentence."""
+
+
+@dataclass(frozen=True, slots=True)
+class UidLease:
+    uid: int
+    fd: int
+
+
+class UidPool:
+    """Leases uids from ``[first, last]``: one flock-ed lease file per uid in a root-only directory."""
+
+    def __init__(self, first: int, last: int, lease_dir: Path) -> None:
+        self.first, self.last = first, last
+        self.lease_dir = lease_dir
+        _private_dir(lease_dir)
+
+    def acquire(self) -> UidLease:
+        span = self.last - self.first + 1
+        start = random.randrange(span)  # workers on one machine rarely probe the same uids first
+        for step in range(span):
+            uid = self.first + (start + step) % span
+            fd = os.open(self.lease_dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                continue
+            return UidLease(uid, fd)
+        raise IsolationError(f"every task uid in {self.first}-{self.last} is in use on this machine")
+
+    @staticmethod
+    def release(lease: UidLease) -> None:
+        try:
+            os.close(lease.fd)  # closing drops the flock
+        except OSError:
+            pass
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """How this worker isolates attempts; ``None`` from ``detect`` when it cannot (not root)."""
+
+    pool: UidPool
+    # Where work dirs and shared environments live: every ancestor is traversable by task uids.
+    task_root: Path
+    unshare: str
+    setpriv: str
+    mount: str
+    sh: str
+
+    @classmethod
+    def detect(
+        cls, state_dir: Path, uid_range: tuple[int, int] | None = DEFAULT_UID_RANGE
+    ) -> Isolation | None:
+        if uid_range is None or os.geteuid() != 0:
+            return None
+        tools = {name: shutil.which(name) for name in ("unshare", "setpriv", "mount", "sh")}
+        missing = [name for name, path in tools.items() if path is None]
+        if missing:
+            logger.warning(
+                "running as root but %s not found: attempts run as root, NOT isolated from each other",
+                ", ".join(missing),
+            )
+            return None
+        lease_dir = next((d for d in _LEASE_DIRS if _creatable(d)), None)
+        if lease_dir is None:
+            logger.warning("no directory for task uid leases: attempts run as root, NOT isolated")
+            return None
+        return cls(
+            pool=UidPool(*uid_range, lease_dir),
+            task_root=task_root_for(state_dir),
+            unshare=str(tools["unshare"]),
+            setpriv=str(tools["setpriv"]),
+            mount=str(tools["mount"]),
+            sh=str(tools["sh"]),
+        )
+
+    def wrap(self, argv: Sequence[str], uid: int) -> list[str]:
+        """``argv`` run as ``uid`` in a private mount namespace whose /proc hides other users."""
+        return [
+            self.unshare,
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            self.sh,
+            "-c",
+            _MOUNT_PROC.replace("mount ", f"{self.mount} ", 1),
+            "iris-task",
+            *self.drop(uid),
+            *argv,
+        ]
+
+    def drop(self, uid: int) -> list[str]:
+        """Just the privilege drop (for exec beside a running attempt)."""
+        return [
+            self.setpriv,
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--no-new-privs",
+            "--inh-caps=-all",
+            "--",
+        ]
+
+    @staticmethod
+    def hand_over(directory: Path, uid: int) -> None:
+        """Make ``directory`` (and everything in it) the task's own, mode 0700 at the top."""
+        for root, dirs, files in os.walk(directory):
+            for name in (*dirs, *files):
+                os.lchown(os.path.join(root, name), uid, uid)
+        os.chown(directory, uid, uid)
+        os.chmod(directory, 0o700)
+
+
+def task_root_for(state_dir: Path) -> Path:
+    """``<state>/tasks`` when task uids can traverse down to it, else a per-state-dir directory
+    under /var/lib/iris/tasks (a state dir under /root or a 0700 temp dir is not traversable)."""
+    state_dir = state_dir.resolve()
+    if all(_others_can_traverse(p) for p in (state_dir, *state_dir.parents)):
+        root = state_dir / "tasks"
+    else:
+        digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
+        for parent in (_FALLBACK_TASK_ROOT.parent, _FALLBACK_TASK_ROOT):
+            parent.mkdir(mode=0o711, exist_ok=True)
+        root = _FALLBACK_TASK_ROOT / digest
+    root.mkdir(mode=0o711, parents=True, exist_ok=True)
+    os.chmod(root, 0o711)
+    return root
+
+
+# Through a shell, as a task's own ``python`` would be found: the interpreter and Iris must be
+# readable by task uids (an interpreter under /root, mode 0700, is not).
+_PROBE = '"$0" -c "import os, iris.cluster.worker.callable_runner, cloudpickle; print(os.getuid())"'
+
+
+def probe(isolation: Isolation, python: str = sys.executable) -> str | None:
+    """Run the worker's interpreter isolated once; None when it works, else why not (one sentence)."""
+    lease = isolation.pool.acquire()
+    env = {k: v for k, v in os.environ.items() if k != "IRIS_TOKEN"}
+    try:
+        done = subprocess.run(
+            isolation.wrap([isolation.sh, "-c", _PROBE, python], lease.uid),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd="/",
+            env=env,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot start an isolated process: {exc}"
+    finally:
+        UidPool.release(lease)
+    if done.returncode != 0 or done.stdout.strip() != str(lease.uid):
+        last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        return f"uid {lease.uid} cannot run {python} with Iris ({last[0][:200]})"
+    return None
+
+
+def _others_can_traverse(path: Path) -> bool:
+    try:
+        return bool(os.stat(path).st_mode & stat.S_IXOTH)
+    except OSError:
+        return False
+
+
+def _creatable(directory: Path) -> bool:
+    try:
+        _private_dir(directory)
+        return True
+    except OSError:
+        return False
+
+
+def _private_dir(directory: Path) -> None:
+    """A root-owned directory with mode 0700 (refuses a symlink or another owner)."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+        raise OSError(f"{directory} is not a directory owned by this user")
+    os.chmod(directory, 0o700)

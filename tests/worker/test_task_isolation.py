@@ -1,0 +1,198 @@
+"""Users cannot reach each other's tasks: a root worker runs each attempt as a uid of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import site
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from tests.worker.harness import ControllerStub, WorkerProcess, start_worker, wait_until
+
+from iris.cluster.runtime.isolation import UidPool
+from iris.rpc.enums import TaskState
+from iris.rpc.models import DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
+
+pytestmark = pytest.mark.skipif(
+    os.geteuid() != 0, reason="uid switching needs a root worker (CI runs as root)"
+)
+
+WORKER_TOKEN = "worker-token-that-no-task-may-see"
+VICTIM_TOKEN = "iris-job.bob-s-job-token"
+
+# What a malicious task tries first: every process's environment, through /proc.
+THIEF = """
+import json, os
+found, listed = [], []
+for pid in os.listdir('/proc'):
+    if not pid.isdigit():
+        continue
+    listed.append(int(pid))
+    try:
+        with open(f'/proc/{pid}/environ', 'rb') as f:
+            found.append(f.read().decode(errors='replace'))
+    except OSError:
+        pass
+print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "listed": listed,
+                  "environs": found, "cwd": os.getcwd(), "home": os.environ.get("HOME")}))
+"""
+
+
+@pytest.fixture
+def controller() -> Iterator[ControllerStub]:
+    stub = ControllerStub().start()
+    yield stub
+    stub.stop()
+
+
+def python_for_task_uids() -> tuple[str, str] | None:
+    """An interpreter (and PYTHONPATH) with which another uid can import Iris: this one, or the
+    system Python of the same version when this one lives where others cannot read (/root)."""
+    import iris
+
+    paths = os.pathsep.join([str(Path(iris.__file__).parents[1]), *site.getsitepackages()])
+    same = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
+    for python in dict.fromkeys([sys.executable, same]):
+        check = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                '"$0" -c "import iris.cluster.worker.main, cloudpickle"',
+                python,
+            ],
+            env={**os.environ, "PYTHONPATH": paths},
+            capture_output=True,
+            cwd="/",
+            check=False,
+        )
+        if check.returncode == 0:
+            return python, paths
+    return None
+
+
+@pytest.fixture
+def worker(
+    tmp_path: Path, controller: ControllerStub, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[WorkerProcess]:
+    found = python_for_task_uids()
+    if found is None:
+        pytest.skip("no Python that other uids can run with Iris on this machine")
+    python, paths = found
+    monkeypatch.setenv("PYTHONPATH", paths)
+    monkeypatch.setenv("IRIS_TOKEN", WORKER_TOKEN)  # the worker's own token, in its environment
+    proc = start_worker(
+        tmp_path, controller.url, "--reregister-after", "30", entry=[python, "-m", "iris.cluster.worker"]
+    )
+    assert "NOT isolated" not in proc.stderr()
+    yield proc
+    proc.stop()
+
+
+def spec(uid: str, user: str, *argv: str, env: dict[str, str] | None = None) -> RunSpec:
+    return RunSpec(
+        attempt_uid=uid,
+        attempt_number=0,
+        job_id=f"/{user}/job",
+        task_id=f"/{user}/job/0",
+        task_index=0,
+        entrypoint=Entrypoint.from_command(*argv),
+        resources=ResourceSpec(cpu=1, memory="1GB"),
+        env=env or {},
+    )
+
+
+def run(s: RunSpec) -> DesiredAttempt:
+    return DesiredAttempt(attempt_uid=s.attempt_uid, intent="run", spec=s)
+
+
+def keep(uid: str) -> DesiredAttempt:
+    return DesiredAttempt(attempt_uid=uid, intent="run")
+
+
+def stdout_of(worker: WorkerProcess, uid: str) -> str:
+    page = worker.http.get(f"/attempts/{uid}/logs", params={"limit": 10000}).json()
+    return "\n".join(line["line"] for line in page["lines"] if line["stream"] == "stdout")
+
+
+def test_token_theft_fails_at_the_first_step(worker: WorkerProcess) -> None:
+    victim = spec("bob-1", "bob", "sleep", "100", env={"IRIS_TOKEN": VICTIM_TOKEN})
+    worker.reconcile([run(victim)])
+    wait_until(lambda: worker.observe([keep("bob-1")], "bob-1").state is TaskState.RUNNING, what="bob's task")
+    thief = spec("mallory-1", "mallory", "python3", "-c", THIEF)
+    worker.reconcile([keep("bob-1"), run(thief)])
+    wait_until(
+        lambda: worker.observe([keep("bob-1"), keep("mallory-1")], "mallory-1").state is TaskState.SUCCEEDED,
+        what="the thief to finish",
+    )
+    seen = json.loads(stdout_of(worker, "mallory-1"))
+    # Its own uid, no root, no groups; it lists only its own processes and reads only its own environ.
+    assert seen["uid"] >= 200000 and seen["gid"] == seen["uid"] and seen["groups"] == []
+    bob_pid = json.loads((worker.state_dir / "pids" / "bob-1.json").read_text())["pgid"]
+    assert bob_pid not in seen["listed"] and worker.popen.pid not in seen["listed"]
+    everything = "\n".join(seen["environs"])
+    assert VICTIM_TOKEN not in everything
+    assert WORKER_TOKEN not in everything
+    # Its working dir is its own (0700), and HOME points there.
+    work = Path(seen["cwd"])
+    assert seen["home"] == str(work)
+    info = work.stat()
+    assert info.st_uid == seen["uid"] and info.st_mode & 0o777 == 0o700
+    worker.reconcile([])
+
+
+def test_each_attempt_gets_its_own_uid_and_cannot_enter_another_work_dir(worker: WorkerProcess) -> None:
+    first = spec("a-1", "alice", "sleep", "100")
+    worker.reconcile([run(first)])
+    wait_until(lambda: worker.observe([keep("a-1")], "a-1").state is TaskState.RUNNING, what="alice's task")
+    probe = "import os, glob; print(os.getuid()); print(len(os.listdir('..')) if os.access('..', os.R_OK) else 'no-list')"
+    second = spec("b-1", "bob", "python3", "-c", probe)
+    worker.reconcile([keep("a-1"), run(second)])
+    wait_until(
+        lambda: worker.observe([keep("a-1"), keep("b-1")], "b-1").state is TaskState.SUCCEEDED,
+        what="bob's probe",
+    )
+    uid_b, listing = stdout_of(worker, "b-1").split()
+    status = worker.http.get("/attempts/a-1/status").json()
+    uid_a = next(
+        psutil.Process(p["pid"]).uids().real for p in status["processes"] if p["command"].startswith("sleep")
+    )
+    assert int(uid_b) != uid_a and uid_a >= 200000
+    assert listing == "no-list"  # the parent of a work dir cannot be listed by a task
+    worker.reconcile([])
+
+
+def test_worker_token_is_not_in_a_task_environment(worker: WorkerProcess) -> None:
+    attempt = spec("env-1", "alice", "env")
+    worker.reconcile([run(attempt)])
+    wait_until(lambda: worker.observe([keep("env-1")], "env-1").state is TaskState.SUCCEEDED, what="env")
+    out = stdout_of(worker, "env-1")
+    assert "IRIS_JOB_ID=/alice/job" in out and WORKER_TOKEN not in out
+
+
+def test_exec_runs_as_the_attempt_uid(worker: WorkerProcess) -> None:
+    worker.reconcile([run(spec("x-1", "alice", "sleep", "100"))])
+    wait_until(lambda: worker.observe([keep("x-1")], "x-1").state is TaskState.RUNNING, what="running")
+    answer = worker.http.post("/attempts/x-1/exec", json={"argv": ["id", "-u"], "timeout_s": 20})
+    assert answer.status_code == 200
+    assert int(answer.json()["stdout"]) >= 200000
+    worker.reconcile([])
+
+
+def test_two_pools_on_one_machine_never_lease_the_same_uid(tmp_path: Path) -> None:
+    one, two = UidPool(300000, 300003, tmp_path / "leases"), UidPool(300000, 300003, tmp_path / "leases")
+    leases = [one.acquire(), two.acquire(), one.acquire(), two.acquire()]
+    assert len({lease.uid for lease in leases}) == 4
+    with pytest.raises(Exception, match="in use"):
+        one.acquire()
+    UidPool.release(leases[1])
+    assert two.acquire().uid == leases[1].uid
+    assert (tmp_path / "leases").stat().st_mode & 0o777 == 0o700
