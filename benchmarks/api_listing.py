@@ -133,9 +133,9 @@ def main() -> None:
                     "/api/v1/jobs",
                     {"user": rng.choice(USERS), "state": "PENDING,RUNNING", "limit": 100},
                 ),
-                "dashboard jobs page (roots, 50 a page, sorted by name)": lambda: (
+                "dashboard jobs page (roots, 50 a page, newest first)": lambda: (
                     "/api/v1/jobs",
-                    {"roots": "true", "limit": 50, "offset": 50 * rng.randrange(20), "sort": "name"},
+                    {"roots": "true", "limit": 50, "offset": 50 * rng.randrange(20), "sort": "submitted_at"},
                 ),
                 "dashboard jobs page: cluster counts": lambda: ("/api/v1/cluster", None),
                 "job status of one job": lambda: (

@@ -136,7 +136,78 @@ MIGRATIONS: list[str] = [
     ALTER TABLE attempts ADD COLUMN gang_generation INTEGER;
     ALTER TABLE attempts ADD COLUMN gang_size INTEGER;
     """,
+    # 5: list pages and counts stay index walks with 100,000s of jobs: covering indexes for the
+    # jobs list's orders and filters, and task/job counts by state (overall and per job) kept by
+    # triggers, so the dashboard's chips, /metrics and a job's counts read a few small rows
+    """
+    DROP INDEX jobs_submitted;
+    CREATE INDEX jobs_submitted ON jobs(submitted_at, job_id);
+    DROP INDEX jobs_parent;
+    CREATE INDEX jobs_parent ON jobs(parent_job_id, submitted_at, job_id);
+    DROP INDEX jobs_user;
+    CREATE INDEX jobs_user ON jobs(user, state, submitted_at, job_id);
+    CREATE TABLE state_counts (
+        kind TEXT NOT NULL,
+        state TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (kind, state)
+    ) WITHOUT ROWID;
+    CREATE TABLE job_task_counts (
+        job_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        n INTEGER NOT NULL,
+        PRIMARY KEY (job_id, state)
+    ) WITHOUT ROWID;
+    INSERT INTO state_counts SELECT 'job', state, count(*) FROM jobs GROUP BY state;
+    INSERT INTO state_counts SELECT 'task', state, count(*) FROM tasks GROUP BY state;
+    INSERT INTO job_task_counts SELECT job_id, state, count(*) FROM tasks GROUP BY job_id, state;
+    CREATE TRIGGER jobs_counted AFTER INSERT ON jobs BEGIN
+        INSERT INTO state_counts VALUES ('job', new.state, 1)
+            ON CONFLICT (kind, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER jobs_uncounted AFTER DELETE ON jobs BEGIN
+        UPDATE state_counts SET n = n - 1 WHERE kind = 'job' AND state = old.state;
+        DELETE FROM job_task_counts WHERE job_id = old.job_id;
+    END;
+    CREATE TRIGGER jobs_recounted AFTER UPDATE OF state ON jobs WHEN old.state IS NOT new.state BEGIN
+        UPDATE state_counts SET n = n - 1 WHERE kind = 'job' AND state = old.state;
+        INSERT INTO state_counts VALUES ('job', new.state, 1)
+            ON CONFLICT (kind, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER tasks_counted AFTER INSERT ON tasks BEGIN
+        INSERT INTO state_counts VALUES ('task', new.state, 1)
+            ON CONFLICT (kind, state) DO UPDATE SET n = n + 1;
+        INSERT INTO job_task_counts VALUES (new.job_id, new.state, 1)
+            ON CONFLICT (job_id, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER tasks_uncounted AFTER DELETE ON tasks BEGIN
+        UPDATE state_counts SET n = n - 1 WHERE kind = 'task' AND state = old.state;
+        UPDATE job_task_counts SET n = n - 1 WHERE job_id = old.job_id AND state = old.state;
+    END;
+    CREATE TRIGGER tasks_recounted AFTER UPDATE OF state ON tasks WHEN old.state IS NOT new.state BEGIN
+        UPDATE state_counts SET n = n - 1 WHERE kind = 'task' AND state = old.state;
+        INSERT INTO state_counts VALUES ('task', new.state, 1)
+            ON CONFLICT (kind, state) DO UPDATE SET n = n + 1;
+        UPDATE job_task_counts SET n = n - 1 WHERE job_id = old.job_id AND state = old.state;
+        INSERT INTO job_task_counts VALUES (new.job_id, new.state, 1)
+            ON CONFLICT (job_id, state) DO UPDATE SET n = n + 1;
+    END;
+    """,
 ]
+
+
+def statements(script: str) -> list[str]:
+    """A migration's statements; a trigger's body (with its own semicolons) stays one statement."""
+    out: list[str] = []
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if pending.strip(" \n;") and sqlite3.complete_statement(pending):
+            out.append(pending.strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        out.append(pending.strip())
+    return out
 
 
 class ControllerDB:
@@ -174,9 +245,8 @@ class ControllerDB:
                     continue
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
-                    for statement in script.split(";"):
-                        if statement.strip():
-                            self._conn.execute(statement)
+                    for statement in statements(script):
+                        self._conn.execute(statement)
                     self._conn.execute(f"PRAGMA user_version={number}")
                     self._conn.execute("COMMIT")
                 except BaseException:

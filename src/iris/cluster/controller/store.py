@@ -210,9 +210,13 @@ def list_jobs(
         else "submitted_at"
     )
     order = "DESC" if descending else "ASC"
+    ordering = f"ORDER BY {column} {order}, job_id {order}"  # one direction: an index walk serves it
     total = cur.execute(f"SELECT count(*) FROM jobs {clause}", args).fetchone()[0]
+    # The page's rowids from the index alone (an OFFSET skips index entries, not whole rows),
+    # then those rows.
     rows = cur.execute(
-        f"SELECT {_JOB_COLUMNS} FROM jobs {clause} ORDER BY {column} {order}, job_id LIMIT ? OFFSET ?",
+        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE rowid IN"
+        f" (SELECT rowid FROM jobs {clause} {ordering} LIMIT ? OFFSET ?) {ordering}",
         [*args, limit, offset],
     ).fetchall()
     return [_job(r) for r in rows], total
@@ -229,7 +233,8 @@ def pending_reasons_for_jobs(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dic
 
 def task_counts_for_jobs(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {j: {} for j in job_ids}
-    sql = "SELECT job_id, state, count(*) FROM tasks WHERE job_id IN (:ids) GROUP BY job_id, state"
+    # kept by triggers (db.py migration 5)
+    sql = "SELECT job_id, state, n FROM job_task_counts WHERE job_id IN (:ids) AND n > 0"
     for r in select_in(cur, sql, job_ids):
         out[r[0]][r[1]] = r[2]
     return out
@@ -279,8 +284,8 @@ def task_state_counts(cur: sqlite3.Cursor, job_id: str) -> dict[TaskState, int]:
 def job_counts(cur: sqlite3.Cursor, user: str | None = None) -> dict[str, int]:
     if user is not None:
         rows = cur.execute("SELECT state, count(*) FROM jobs WHERE user = ? GROUP BY state", (user,))
-    else:
-        rows = cur.execute("SELECT state, count(*) FROM jobs GROUP BY state")
+    else:  # kept by triggers (db.py migration 5)
+        rows = cur.execute("SELECT state, n FROM state_counts WHERE kind = 'job' AND n > 0")
     return {r[0]: r[1] for r in rows}
 
 
@@ -290,8 +295,8 @@ def task_counts(cur: sqlite3.Cursor, user: str | None = None) -> dict[str, int]:
             "SELECT t.state, count(*) FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE j.user = ? GROUP BY t.state",
             (user,),
         )
-    else:
-        rows = cur.execute("SELECT state, count(*) FROM tasks GROUP BY state")
+    else:  # kept by triggers (db.py migration 5)
+        rows = cur.execute("SELECT state, n FROM state_counts WHERE kind = 'task' AND n > 0")
     return {r[0]: r[1] for r in rows}
 
 

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 
 from iris.cluster.controller import store
 from iris.rpc.enums import TaskState
-from iris.rpc.models import DEFAULT_TASK_PAGE, AttemptStatus, JobDetail, JobStatus, TaskStatus
+from iris.rpc.models import DEFAULT_TASK_PAGE, AttemptStatus, JobDetail, JobStatus, ResourceSpec, TaskStatus
+
+
+def _list_fields(spec_json: str) -> tuple[str, ResourceSpec]:
+    """The entrypoint's description and the resources, without validating the whole spec (a list
+    page shows hundreds of jobs; their specs were validated when submitted)."""
+    data = json.loads(spec_json)
+    entry = data.get("entrypoint") or {}
+    text = " ".join(entry.get("argv") or []) if entry.get("kind") == "command" else "<python callable>"
+    return text, ResourceSpec.model_validate(data.get("resources") or {})
 
 
 def job_status(row: store.JobRow, counts: dict[str, int] | None = None) -> JobStatus:
-    spec = row.spec
+    entrypoint, resources = _list_fields(row.spec_json)
     return JobStatus(
         job_id=row.job_id,
         name=row.name,
@@ -26,8 +36,8 @@ def job_status(row: store.JobRow, counts: dict[str, int] | None = None) -> JobSt
         finished_at=row.finished_at,
         exit_code=row.exit_code,
         error=row.error,
-        entrypoint=spec.entrypoint.describe(),
-        resources=spec.resources,
+        entrypoint=entrypoint,
+        resources=resources,
     )
 
 
