@@ -187,3 +187,32 @@ def test_endpoints_resolve_in_the_namespace_and_vanish_with_the_job(j: Journey) 
     job.kill()
     j.step(lambda: not j.client.endpoints(job=job.job_id).endpoints, what="endpoint removed")
     assert j.checks > 0
+
+
+def report_rank() -> None:
+    import os
+
+    import iris.client
+
+    d = iris.client.distributed(timeout=60)
+    index, count = os.environ["IRIS_TASK_INDEX"], os.environ["IRIS_NUM_TASKS"]
+    print(
+        f"rank {d.process_id} of {d.num_processes} (task {index} of {count}) coordinator {d.coordinator_address}"
+    )
+
+
+def test_a_gang_agrees_on_one_coordinator_through_distributed(j: Journey) -> None:
+    job = j.client.submit(
+        Entrypoint.from_callable(report_rank),
+        name="dist",
+        replicas=3,
+        resources=SMALL,
+        coscheduling=CoschedulingConfig(group_by="pool"),
+    )
+    detail = j.step(lambda: finished(j, job), timeout=120, what="gang done")
+    lines = sorted(job.logs())
+    assert detail.state is JobState.SUCCEEDED, lines
+    assert [line.split(" coordinator ")[0] for line in lines] == [
+        f"rank {i} of 3 (task {i} of 3)" for i in range(3)
+    ]
+    assert len({line.split(" coordinator ")[1] for line in lines}) == 1, lines
