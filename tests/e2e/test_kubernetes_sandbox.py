@@ -155,15 +155,15 @@ def test_evicted_pod_is_retried_as_a_new_attempt_with_a_new_pod(k8s: K8sCluster)
     first_uid = job.tasks()[0].current_attempt_uid
     assert first_uid is not None
     (first_pod,) = [p["metadata"]["name"] for p in k8s.kubectl_pods() if first_uid in p["metadata"]["name"]]
-    k8s.sandbox.kueue.evict(first_pod, reason="Preempted", message="preempted by a test")
+    k8s.sandbox.kueue.evict(first_pod, reason="Preempted", message="Preempted by a test")
     detail = job.wait(timeout=60)
     assert detail.state is JobState.SUCCEEDED
     attempts = detail.tasks[0].attempts
     # Kueue's preemption spends the preemption budget: no failure retry was needed (the job has
-    # none). PREEMPTED when the controller saw Kueue's TerminationTarget on the pod; WORKER_FAILED
-    # when the pod was already gone (Kueue lets a plain pod go as soon as it is deleted).
-    assert attempts[0].state in (TaskState.PREEMPTED, TaskState.WORKER_FAILED)
-    assert attempts[1].state is TaskState.SUCCEEDED
+    # none). PREEMPTED whether the controller saw Kueue's TerminationTarget on the pod or, the pod
+    # already gone, Kueue's "Stopped" event about it.
+    assert [a.state for a in attempts] == [TaskState.PREEMPTED, TaskState.SUCCEEDED]
+    assert "Preempted by a test" in (attempts[0].error or "")
     second_pods = [
         p["metadata"]["name"] for p in k8s.kubectl_pods() if attempts[1].attempt_uid in p["metadata"]["name"]
     ]

@@ -207,8 +207,10 @@ def test_higher_priority_group_evicts_a_lower_one(
         condition = get_condition(low, "TerminationTarget")
         assert condition is not None and condition["reason"] == "WorkloadEvictedDueToPreempted"
         assert condition["message"].startswith("Preempted to accommodate a workload")
-    preempted = server.store.list(EVENTS, NS, field_selector="reason=Preempted").items
-    assert sorted(e["involvedObject"]["name"] for e in preempted) == ["low-0", "low-1"]
+    # Kueue's job reconciler records "Stopped" on each pod it stops, with the eviction's message.
+    stopped = server.store.list(EVENTS, NS, field_selector="reason=Stopped").items
+    assert sorted(e["involvedObject"]["name"] for e in stopped) == ["low-0", "low-1"]
+    assert all(e["message"].startswith("Preempted to accommodate") for e in stopped)
     evicted = workload_condition(server, "low", "Evicted")
     assert evicted is not None and evicted["reason"] == "Preempted"
     assert workload_condition(server, "low", "Preempted")["reason"] == "InClusterQueue"

@@ -407,3 +407,24 @@ def test_a_missing_local_queue_fails_the_attempt(cluster: FakeCluster, backend: 
     )
     assert obs.runtime_released
     assert obs.error == f"Kueue will never admit pod {name}: LocalQueue iris doesn't exist"
+
+
+def test_a_preempted_pod_already_gone_is_preempted(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+    """Kueue deletes a preempted plain pod and lets it go at once; its "Stopped" event remains."""
+    from iris.testing.events import record_pod_event
+
+    name = pod_name("/alice/train/0", UID_A)
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    pod = cluster.pod(name)
+    assert pod is not None
+    message = (
+        "Preempted to accommodate a workload (UID: 42, JobUID: 43) due to prioritization in the ClusterQueue"
+    )
+    record_pod_event(cluster.server.store, pod, "Normal", "Stopped", message, "kueue")
+    record_pod_event(cluster.server.store, pod, "Normal", "Scheduled", "assigned to node-1", "scheduler")
+    cluster.server.store.delete(PODS, "iris", name, grace_period_seconds=0)
+    [obs] = backend.reconcile([run(UID_A), run(UID_B)])[:1]
+    assert obs.state is TaskState.PREEMPTED and obs.runtime_released
+    assert obs.error == f"preempted by Kueue: {message}"
+    [other] = backend.reconcile([run(UID_B)])  # a pod that vanished without such an event is lost
+    assert other.state is TaskState.MISSING

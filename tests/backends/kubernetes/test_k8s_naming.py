@@ -145,3 +145,13 @@ def test_pod_group_name_is_per_generation_and_valid() -> None:
     for name in (first, second, pod_group_name("/a/" + "g" * 120, 3)):
         assert is_dns_label(name) and is_label_value(name)
     assert first.startswith("alice-gang-")
+
+
+@pytest.mark.parametrize("task", ["/alice/train/0", "/" + "very-long-name/" * 10 + "0"])
+def test_a_pod_name_is_recognised_by_its_attempt_uid(task: str) -> None:
+    from iris.cluster.backends.kubernetes.naming import is_pod_of_attempt
+
+    name = pod_name(task, "0123456789abcdef")
+    assert is_pod_of_attempt(name, "0123456789abcdef")
+    assert not is_pod_of_attempt(name, "0123456789abcde")
+    assert not is_pod_of_attempt(name, "123456789abcdef")

@@ -424,7 +424,7 @@ class KueueSimulator:
 
             try:
                 store.update(PODS, meta["namespace"], meta["name"], mark, subresource="status")
-                record_pod_event(store, pod, "Normal", reason, message, "kueue-admission")
+                record_pod_event(store, pod, "Normal", "Stopped", message, "kueue-pod-controller")
                 store.delete(PODS, meta["namespace"], meta["name"])
                 deleted.append(meta["name"])
             except ApiError as exc:

@@ -266,6 +266,16 @@ class KubeApi:
         except _API_ERRORS as exc:
             raise _error(exc) from exc
 
+    def list_events_with_reason(self, reason: str) -> list[dict[str, Any]]:
+        """The namespace's events with this ``reason`` (e.g. Kueue's "Stopped")."""
+        try:
+            events = self._client.list(
+                Event, namespace=self.namespace, fields={"reason": reason}, chunk_size=self._page
+            )
+            return [dict(e) for e in events]
+        except _API_ERRORS as exc:
+            raise _error(exc) from exc
+
     def list_nodes(self) -> list[dict[str, Any]]:
         try:
             return [dict(n) for n in self._client.list(Node, chunk_size=self._page)]

@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 from iris.cluster.backends.kubernetes.api import ExecResult, KubeApi, KubeApiError
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
 from iris.cluster.backends.kubernetes.kueue import (
+    KUEUE_STOPPED_EVENT,
+    kueue_preemptions,
     kueue_reasons_by_pod,
     summarize_workloads,
     workload_missing_queue,
@@ -28,6 +30,7 @@ from iris.cluster.backends.kubernetes.naming import (
     LABEL_BACKEND_ID,
     LABEL_MANAGED,
     TASK_CONTAINER,
+    is_pod_of_attempt,
     label_value,
     pod_name,
 )
@@ -112,7 +115,26 @@ class KubernetesBackend:
         )
         created = dict(self._run_all(self._create, plan.creates))
         self._run_all(self._delete, plan.deletes)
-        return [plan.observations.get(uid) or created[uid] for uid in plan.order]
+        observations = {**plan.observations, **created}
+        self._explain_vanished(observations)
+        return [observations[uid] for uid in plan.order]
+
+    def _explain_vanished(self, observations: dict[str, AttemptObservation]) -> None:
+        """A pod Kueue preempted can be gone before we look (Kueue lets a plain pod go as soon as
+        it is deleted): its "Stopped" event still says why, so the attempt is PREEMPTED, not lost."""
+        missing = [uid for uid, o in observations.items() if o.state is TaskState.MISSING]
+        if not missing:
+            return
+        try:
+            preempted = kueue_preemptions(self._api.list_events_with_reason(KUEUE_STOPPED_EVENT))
+        except KubeApiError as err:
+            logger.info("cannot read Kueue's events (a preempted pod may be reported lost): %s", err)
+            return
+        for uid in missing:
+            message = next((m for name, m in preempted.items() if is_pod_of_attempt(name, uid)), None)
+            if message is not None:
+                why = f"preempted by Kueue: {message}"
+                observations[uid] = _observation(uid, TaskState.PREEMPTED, why, error=why, released=True)
 
     def _run_all(self, fn: Callable[[_T], _R], items: Sequence[_T]) -> list[_R]:
         """Apply ``fn`` to every item, concurrently over the connection pool when there are several."""

@@ -38,6 +38,22 @@ def workload_pending_reason(workload: dict[str, Any]) -> str | None:
     return f"queued in LocalQueue {queue}" if queue else "queued"
 
 
+# Kueue records this event on every pod it stops; for an eviction its message is the Workload's
+# Evicted message ("Preempted to accommodate a workload (UID: …) due to …" for a preemption).
+KUEUE_STOPPED_EVENT = "Stopped"
+
+
+def kueue_preemptions(events: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """Pod name -> Kueue's message, for every pod Kueue stopped to preempt it."""
+    found: dict[str, str] = {}
+    for event in events:
+        message = event.get("message") or ""
+        name = (event.get("involvedObject") or {}).get("name")
+        if event.get("reason") == KUEUE_STOPPED_EVENT and message.startswith("Preempted") and name:
+            found[name] = message
+    return found
+
+
 def workload_missing_queue(workload: dict[str, Any]) -> str | None:
     """Kueue's words when the workload names a LocalQueue that does not exist: it will wait for
     ever (Kueue marks it ``Inadmissible``), so the attempt should fail instead."""

@@ -85,6 +85,13 @@ def pod_name(task_id: str, attempt_uid: str, container_name: str = TASK_CONTAINE
     return f"{prefix}{tail}" if prefix else tail[1:]
 
 
+def is_pod_of_attempt(name: str, attempt_uid: str, container_name: str = TASK_CONTAINER) -> bool:
+    """Whether ``name`` is the pod :func:`pod_name` gives some task for ``attempt_uid`` (both
+    forms end in ``-{uid}-{container}``, the uid never cut)."""
+    uid = dns_fragment(attempt_uid)
+    return bool(uid) and name.endswith(f"-{uid}-{dns_fragment(container_name)}")
+
+
 def label_value(text: str) -> str:
     """A valid label value for an id: ``/alice/train`` -> ``alice.train``.
 
