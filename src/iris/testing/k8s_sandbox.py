@@ -75,6 +75,8 @@ def default_quota(nodes: int, cpu_per_node: str, memory_per_node: str, gpus_per_
         "memory": parse_quantity(memory_per_node) * nodes,
         "ephemeral-storage": parse_quantity(NODE_EPHEMERAL_STORAGE) * nodes,
         "nvidia.com/gpu": Fraction(gpus_per_node * nodes),
+        # Covered, as `iris k8s manifests` covers every device resource (no TPU nodes here).
+        "google.com/tpu": Fraction(0),
     }
     return {name: format_quantity(amount) for name, amount in total.items()}
 
