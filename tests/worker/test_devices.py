@@ -201,3 +201,13 @@ def test_worker_config_device_none_and_device_dir() -> None:
     )
     assert flagged.device == DeviceSpec(type="tpu", variant="v5litepod-8", count=8) and flagged.detect_devices
     assert flagged.device_dir == Path("/tmp/fake-dev")
+
+
+def test_a_hanging_nvidia_smi_is_given_up_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import iris.cluster.worker.devices as devices
+
+    monkeypatch.setattr(devices, "NVIDIA_SMI_TIMEOUT_S", 0.5)
+    hanging = tmp_path / "nvidia-smi"
+    hanging.write_text("#!/bin/sh\nexec sleep 30\n")
+    hanging.chmod(0o755)
+    assert run_nvidia_smi(str(hanging)) is None
