@@ -211,3 +211,20 @@ def test_a_hanging_nvidia_smi_is_given_up_on(tmp_path: Path, monkeypatch: pytest
     hanging.write_text("#!/bin/sh\nexec sleep 30\n")
     hanging.chmod(0o755)
     assert run_nvidia_smi(str(hanging)) is None
+
+
+def test_the_workers_own_visible_devices_limit_what_it_offers(tmp_path: Path) -> None:
+    smi = write_fake_nvidia_smi(tmp_path / "bin", 4)
+    half = detect_gpus(str(smi), "2,GPU-00000003-fake-0003-0000-000000000000")
+    assert half is not None and half.indices == (2, 3)
+    assert detect_gpus(str(smi), "") is None  # an empty list hides every GPU
+    write_fake_tpu_chips(tmp_path / "dev", 4)
+    env = {
+        "TPU_ACCELERATOR_TYPE": "v5litepod-4",
+        "TPU_CHIPS_PER_HOST_BOUNDS": "2,2,1",
+        "TPU_VISIBLE_CHIPS": "2,3",
+    }
+    part = detect_tpus(env, tmp_path / "dev")
+    assert part is not None and part.indices == (2, 3) and not part.whole_host
+    both = DeviceBroker(part).acquire(run_spec("a", DeviceSpec(type="tpu", count=2)))
+    assert both["TPU_VISIBLE_CHIPS"] == "2,3" and both["TPU_CHIPS_PER_PROCESS_BOUNDS"] == "1,2,1"

@@ -50,8 +50,10 @@ class DeviceInventory:
     variant: str
     indices: tuple[int, ...]
     attributes: Mapping[str, str] = field(default_factory=dict)
-    # TPU only: the host's chip grid ("2,2,1"), used to tell a whole-host attempt from a subset.
+    # TPU only: the host's chip grid ("2,2,1"), and whether this worker has every chip of its host
+    # (a worker limited by its own TPU_VISIBLE_CHIPS has part of one: its attempts are subsets).
     chips_per_host_bounds: str | None = None
+    whole_host: bool = True
 
     @property
     def count(self) -> int:
@@ -128,11 +130,25 @@ def run_nvidia_smi(
     return done.stdout
 
 
-def detect_gpus(binary: str = "nvidia-smi") -> DeviceInventory | None:
+def visible_subset(visible: str | None) -> set[str] | None:
+    """The entries of the worker's own CUDA_VISIBLE_DEVICES / TPU_VISIBLE_CHIPS (None: not set)."""
+    if visible is None:
+        return None
+    return {part.strip() for part in visible.split(",") if part.strip()}
+
+
+def detect_gpus(binary: str = "nvidia-smi", visible: str | None = None) -> DeviceInventory | None:
+    """GPUs nvidia-smi lists; with ``visible`` (the worker's own CUDA_VISIBLE_DEVICES) only those
+    it names by index or UUID, so GPUs of one machine can be split between workers."""
     output = run_nvidia_smi(binary)
     if output is None:
         return None
     gpus = parse_nvidia_smi(output)
+    allowed = visible_subset(visible)
+    if allowed is not None and gpus:
+        kept = [g for g in gpus if str(g.index) in allowed or g.uuid in allowed]
+        logger.info("CUDA_VISIBLE_DEVICES=%s: offering %d of %d GPUs", visible, len(kept), len(gpus))
+        gpus = kept
     if not gpus:
         return None
     variants = {gpu_variant(g.name) for g in gpus}
@@ -182,6 +198,12 @@ def detect_tpus(environ: Mapping[str, str], device_dir: Path) -> DeviceInventory
     if not chips and accelerator and bounds:
         count = _bounds_product(bounds)
         chips = list(range(count)) if count else []
+    allowed = visible_subset(environ.get("TPU_VISIBLE_CHIPS"))
+    whole_host = True
+    if allowed is not None:
+        kept = [c for c in chips if str(c) in allowed]
+        whole_host = len(kept) == len(chips)
+        chips = kept
     if not chips:
         if accelerator:
             logger.warning("TPU_ACCELERATOR_TYPE=%s but no TPU chips under %s", accelerator, device_dir)
@@ -202,7 +224,7 @@ def detect_tpus(environ: Mapping[str, str], device_dir: Path) -> DeviceInventory
         # Every host of one slice sees the same list: a gang can group_by this attribute.
         attributes["tpu-slice"] = hashlib.sha256(hostnames.encode()).hexdigest()[:12]
         attributes["tpu-hosts"] = str(len(hostnames.split(",")))
-    return DeviceInventory("tpu", accelerator, tuple(chips), attributes, bounds)
+    return DeviceInventory("tpu", accelerator, tuple(chips), attributes, bounds, whole_host)
 
 
 # ---------------------------------------------------------------- the machine
@@ -214,7 +236,7 @@ def detect_devices(
     """GPUs if nvidia-smi finds any, else TPU chips, else None."""
     env = os.environ if environ is None else environ
     directory = device_dir or Path(env.get("IRIS_DEVICE_DIR") or "/dev")
-    return detect_gpus(nvidia_smi) or detect_tpus(env, directory)
+    return detect_gpus(nvidia_smi, env.get("CUDA_VISIBLE_DEVICES")) or detect_tpus(env, directory)
 
 
 def inventory_from_spec(device: DeviceSpec, detected: DeviceInventory | None) -> DeviceInventory:
@@ -272,9 +294,11 @@ def gpu_env(indices: Sequence[int]) -> dict[str, str]:
 def tpu_env(inventory: DeviceInventory, chips: Sequence[int], process_port: int) -> dict[str, str]:
     """A whole host keeps the platform's TPU environment (it may be one host of a multi-host slice);
     a subset of its chips becomes a single-host, single-process slice of its own."""
-    if tuple(chips) == inventory.indices:
+    if inventory.whole_host and tuple(chips) == inventory.indices:
         return {"TPU_VISIBLE_CHIPS": ",".join(str(c) for c in chips)} if chips else {}
-    bounds = TPU_SUBSET_BOUNDS[len(chips)]
+    bounds = TPU_SUBSET_BOUNDS.get(len(chips))
+    if bounds is None:
+        raise DevicesUnavailable(f"{len(chips)} TPU chips cannot run as one process on part of a host")
     return {
         "TPU_VISIBLE_CHIPS": ",".join(str(c) for c in chips),
         "TPU_CHIPS_PER_PROCESS_BOUNDS": bounds,
