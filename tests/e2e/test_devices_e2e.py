@@ -170,3 +170,25 @@ def test_gang_of_four_agrees_on_one_coordinator_and_ranks_0_to_3(tmp_path: Path,
     assert len({coordinator for coordinator, _, _ in seen}) == 1, seen
     assert {count for _, _, count in seen} == {4}
     assert "rank 0 heard from ranks 1,2,3" in lines
+
+
+def test_local_workers_split_the_machines_gpus(tmp_path: Path, fake_gpus: Path) -> None:
+    with (
+        LocalCluster(
+            workers=2, state_dir=tmp_path / "cluster", worker_cpu="1", worker_memory="1GB"
+        ) as cluster,
+        IrisClient(cluster.url) as client,
+    ):
+        offered = {w.worker_id: w.capacity.device for w in client.workers().workers}
+        assert offered == {f"worker-{i}": DeviceSpec(type="gpu", variant="a100", count=2) for i in (0, 1)}
+        logs = {i: (tmp_path / "cluster" / "logs" / f"worker-{i}.log").read_text() for i in (0, 1)}
+    assert "indices 0,1" in logs[0] and "indices 2,3" in logs[1]
+
+
+def test_split_gpus_deals_contiguous_shares(fake_gpus: Path) -> None:
+    from iris.cluster.worker.devices import split_gpus
+
+    assert split_gpus(1) is None
+    assert split_gpus(3) == ["0,1", "2", "3"]
+    assert split_gpus(5) == ["0", "1", "2", "3", ""]
+    assert split_gpus(2, {"CUDA_VISIBLE_DEVICES": "1,2,3"}) == ["1,2", "3"]

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from iris.cluster.worker.devices import split_gpus
 from iris.rpc.errors import Unavailable
 
 
@@ -96,6 +97,7 @@ class LocalCluster:
         self.controller: _Child | None = None
         self.sandbox: _Child | None = None
         self.workers: list[_Child] = []
+        self._gpu_shares: list[str] | None = None
 
     def __enter__(self) -> LocalCluster:
         self.start()
@@ -206,7 +208,13 @@ class LocalCluster:
         attrs = attributes or (self.worker_attributes[index] if index < len(self.worker_attributes) else {})
         for k, v in attrs.items():
             argv += ["--attr", f"{k}={v}"]
-        child = self._spawn(worker_id, argv, {"IRIS_TOKEN": self.worker_token} if self.worker_token else None)
+        env = {"IRIS_TOKEN": self.worker_token} if self.worker_token else {}
+        if self._gpu_shares is None:
+            # Local workers share one machine: each offers its own GPUs, never the same ones.
+            self._gpu_shares = split_gpus(self.num_workers) or []
+        if index < len(self._gpu_shares):
+            env["CUDA_VISIBLE_DEVICES"] = self._gpu_shares[index]
+        child = self._spawn(worker_id, argv, env or None)
         self.workers.append(child)
         if wait:
             _wait_for_file(ready, child.proc, worker_id, child.log_path, 60)

@@ -165,6 +165,25 @@ def detect_gpus(binary: str = "nvidia-smi", visible: str | None = None) -> Devic
     return DeviceInventory("gpu", variant, tuple(g.index for g in gpus), attributes)
 
 
+def split_gpus(workers: int, environ: Mapping[str, str] | None = None) -> list[str] | None:
+    """This machine's GPUs dealt out to ``workers`` local workers, as each one's CUDA_VISIBLE_DEVICES
+    (contiguous, the first workers get any extra; "" for a worker left without one). None when
+    there is nothing to split: one worker, or no GPU."""
+    env = os.environ if environ is None else environ
+    if workers <= 1:
+        return None
+    found = detect_gpus(visible=env.get("CUDA_VISIBLE_DEVICES"))
+    if found is None:
+        return None
+    share, extra = divmod(found.count, workers)
+    out, start = [], 0
+    for i in range(workers):
+        size = share + (1 if i < extra else 0)
+        out.append(",".join(str(g) for g in found.indices[start : start + size]))
+        start += size
+    return out
+
+
 # ---------------------------------------------------------------- TPUs
 
 
