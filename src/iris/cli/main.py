@@ -35,7 +35,6 @@ from iris.cli.output import (
     line,
     print_json,
     resources_text,
-    safe_line,
     styled,
     table,
 )
@@ -976,6 +975,7 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
                     a.error or "",
                 )
         console.print(at)
+    logs_cmd.print_failures(detail)
 
 
 _SINCE_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
@@ -998,55 +998,9 @@ def parse_since(text: str, now: float) -> float:
         ) from None
 
 
-@job.command("logs")
-@click.argument("job_id")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
-@click.option("--task", "task_index", type=int, help="Only this task index.")
-@click.option(
-    "--since", metavar="WHEN", help="Only lines from the last 5m, 1h, 2d..., or since a time (ISO 8601)."
-)
-@click.option(
-    "--tail",
-    type=click.IntRange(min=0),
-    metavar="N",
-    help="Only the last N lines of each task (then new ones with -f).",
-)
-@click.pass_obj
-def job_logs(
-    obj: Ctx, job_id: str, follow: bool, task_index: int | None, since: str | None, tail: int | None
-) -> None:
-    """Print a job's output: every task's lines interleaved by time, with a [task N] prefix when
-    there are several tasks."""
-    from iris.client.job import select_lines
+from iris.cli import logs_cmd  # noqa: E402 - needs the job group above
 
-    try:
-        since_ts = parse_since(since, time.time()) if since else None
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--since") from None
-
-    def shown(line: Any) -> bool:
-        return line.stream != "system" and (task_index is None or line.task_index == task_index)
-
-    with obj.client() as client:
-        job = client.job(_job_id(job_id))
-        multi = job.detail().replicas > 1 and task_index is None
-
-        def emit(line: Any) -> None:
-            text = f"[task {line.task_index}] {line.line}" if multi else line.line
-            stream = sys.stderr if line.stream == "stderr" else sys.stdout
-            stream.write(safe_line(text) + "\n")
-            stream.flush()
-
-        try:
-            lines, offsets = job.read_logs()
-            for log_line in select_lines(filter(shown, lines), since=since_ts, tail=tail):
-                emit(log_line)
-            if follow:
-                for log_line in job.follow_lines(start=offsets):
-                    if shown(log_line) and (since_ts is None or log_line.ts >= since_ts):
-                        emit(log_line)
-        except KeyboardInterrupt:
-            pass
+logs_cmd.register(job, lambda obj: obj.client(), lambda value: _job_id(value))
 
 
 @job.command("exec", context_settings={"ignore_unknown_options": True})

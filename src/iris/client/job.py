@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
 from iris.rpc.errors import IrisError
+from iris.rpc.log_models import JobLogsResponse, JobSummary, StoredLine
 from iris.rpc.models import (
     DEFAULT_TASK_PAGE,
     MAX_TASK_PAGE,
@@ -112,29 +113,83 @@ class Job:
             f"/api/v1/tasks/{task_path(self.job_id)}/{task_index}:logs", LogsResponse, **params
         )
 
+    def query_logs(
+        self,
+        *,
+        tail: int | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        grep: str | None = None,
+        ignore_case: bool = False,
+        tasks: Sequence[int] | None = None,
+        attempt: int | str | None = None,
+        include_children: bool = False,
+        include_system: bool = False,
+        after: str | None = None,
+        wait_s: float | None = None,
+        limit: int | None = None,
+    ) -> JobLogsResponse:
+        """One read of the job's logs from the controller's store (the worker may be long gone).
+
+        ``tail`` is per task; ``grep`` a regular expression; ``after`` the previous answer's
+        ``cursor`` (only newer lines, waiting up to ``wait_s`` for one).
+        """
+        params: dict[str, Any] = {
+            "tail": tail,
+            "since": since,
+            "until": until,
+            "grep": grep,
+            "ignore_case": ignore_case or None,
+            "task": list(tasks) if tasks else None,
+            "attempt": attempt,
+            "include_children": include_children or None,
+            "include_system": include_system or None,
+            "after": after,
+            "wait_s": wait_s,
+            "limit": limit,
+        }
+        return self.client.http.get(f"/api/v1/jobs/{task_path(self.job_id)}:logs", JobLogsResponse, **params)
+
+    def iter_logs(
+        self, *, follow: bool = False, tail: int | None = None, **filters: Any
+    ) -> Iterator[StoredLine]:
+        """Every selected line (or the last ``tail`` per task), then with ``follow`` new ones until
+        the job has ended and its logs are complete. Lines of several tasks interleave by time."""
+        if tail is not None:
+            page = self.query_logs(tail=tail, **filters)
+        else:
+            page = self.query_logs(after="", **filters)
+        while True:
+            yield from page.lines
+            if page.complete and not page.lines:
+                return
+            if not page.lines and not follow:
+                return
+            page = self.query_logs(after=page.cursor, wait_s=1.0 if follow else None, **filters)
+
+    def summary(self) -> JobSummary:
+        """Per task: state, exit code, attempts, duration, CPU time, peak memory against the limit."""
+        return self.client.http.get(f"/api/v1/jobs/{task_path(self.job_id)}:summary", JobSummary)
+
     def log_lines(self) -> list[LogLine]:
-        """Every output line of every task's current attempt, in task order."""
+        """Every output line of every task's current attempt, interleaved by time."""
         return self.read_logs()[0]
 
-    def read_logs(self) -> tuple[list[LogLine], LogOffsets]:
-        """Every line so far of every task's current attempt (in task order), and where each log ends.
+    def read_logs(self, *, include_system: bool = True) -> tuple[list[LogLine], LogOffsets]:
+        """Every line so far of every task's current attempt, and where each log ends.
 
         Pass the offsets to ``follow_lines(start=...)`` to continue with only the lines after these.
         """
         out: list[LogLine] = []
         offsets: LogOffsets = {}
-        for task in self.tasks():
-            uid = task.current_attempt_uid
-            if uid is None:
-                continue
-            offset = 0
-            while True:
-                page = self.task_logs(task.task_index, offset=offset, attempt=uid)
-                out.extend(line.model_copy(update={"task_index": task.task_index}) for line in page.lines)
-                if not page.lines or page.next_offset == offset:
-                    break
-                offset = page.next_offset
-            offsets[(task.task_index, uid)] = offset
+        page = self.query_logs(after="", include_system=include_system)
+        while True:
+            out.extend(_log_line(line) for line in page.lines)
+            for line in page.lines:
+                offsets[(line.task_index, line.attempt_uid)] = line.offset + 1
+            if not page.lines:
+                break
+            page = self.query_logs(after=page.cursor, include_system=include_system)
         return out, offsets
 
     def logs(self, follow: bool = False) -> list[str] | Iterator[str]:
@@ -153,48 +208,24 @@ class Job:
     ) -> Iterator[LogLine]:
         """Yield output lines of every task as they appear, until the job is terminal and drained.
 
-        Lines read in one poll are interleaved across tasks by timestamp. ``on_detail`` sees the
-        job's detail at every poll (for a progress display); ``start`` skips what ``read_logs``
-        already returned.
+        Lines interleave across tasks by timestamp. ``on_detail`` sees the job's detail at every
+        poll (for a progress display); ``start`` skips what ``read_logs`` already returned.
         """
-        offsets: LogOffsets = dict(start or {})
-        drain_polls = 0  # after the job ends, a few more polls for logs the runtime has not flushed yet
+        cursor = ",".join(f"{uid}:{n}" for (_, uid), n in (start or {}).items())
         while True:
-            detail = self.full_detail()
             if on_detail is not None:
-                on_detail(detail)
-            done = detail.state in TERMINAL_JOB_STATES
-            progressed = False
-            incomplete = False
-            batch: list[LogLine] = []
-            for task in detail.tasks:
-                uid = task.current_attempt_uid
-                if uid is None:
-                    continue
-                key = (task.task_index, uid)
-                offset = offsets.get(key, 0)
-                try:
-                    page = self.task_logs(task.task_index, offset=offset, attempt=uid)
-                except IrisError:
-                    incomplete = True
-                    continue  # the worker may be gone; the job state will tell
-                incomplete = incomplete or not page.complete
-                batch.extend(
-                    line.model_copy(update={"task_index": task.task_index})
-                    for line in page.lines
-                    if include_system or line.stream != "system"
-                )
-                if page.next_offset != offset:
-                    progressed = True
-                offsets[key] = page.next_offset
-            batch.sort(key=lambda line: line.ts)  # stable: each task's own order is kept
-            yield from batch
-            if done and not progressed:
-                drain_polls += 1
-                if not incomplete or drain_polls > 30:
-                    return
-            if not progressed:
+                on_detail(self.full_detail())
+            try:
+                page = self.query_logs(after=cursor, include_system=include_system, wait_s=max(poll_s, 0.5))
+            except IrisError:
                 time.sleep(poll_s)
+                continue
+            yield from (_log_line(line) for line in page.lines)
+            cursor = page.cursor
+            if page.complete and not page.lines:
+                if on_detail is not None:
+                    on_detail(self.full_detail())
+                return
 
     def exec(self, argv: Sequence[str], *, task_index: int = 0, timeout: float = 60.0) -> ExecResponse:
         """Run a command beside a running task (its working directory and environment, or its pod)."""
@@ -218,3 +249,7 @@ class Job:
         if detail.task_counts.get(TaskState.FAILED.value):
             return 1
         return 1
+
+
+def _log_line(line: StoredLine) -> LogLine:
+    return LogLine.model_construct(ts=line.ts, stream=line.stream, line=line.line, task_index=line.task_index)

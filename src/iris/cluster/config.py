@@ -38,6 +38,7 @@ __all__ = [
     "ControllerConfig",
     "DefaultsConfig",
     "LocalGroupOptions",
+    "LogsConfig",
     "ManualPlatformConfig",
     "PlatformConfig",
     "ScaleGroupConfig",
@@ -82,6 +83,32 @@ class ControllerConfig(ConfigModel):
     @classmethod
     def _expand(cls, value: Path) -> Path:
         return value.expanduser()
+
+
+class LogsConfig(ConfigModel):
+    """Retention of task logs and usage in the controller's log store (``<state_dir>/logs``).
+
+    Workers (and, on Kubernetes, the controller itself) copy every attempt's log there as it is
+    written, so logs outlive the machine or pod that produced them.
+    """
+
+    max_age_hours: float = Field(default=168.0, gt=0)
+    """An attempt's log not written to for this long is deleted (default: one week)."""
+
+    max_total_size: int = Field(default=10 * 1000**3, ge=1_000_000)
+    """Above this many bytes in total (``10GB``, ``500MB`` ... accepted), the oldest logs go first."""
+
+    @field_validator("max_total_size", mode="before")
+    @classmethod
+    def _size(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            from iris.rpc.units import parse_bytes
+
+            try:
+                return parse_bytes(value)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
 
 class BackendConfig(ConfigModel):
@@ -352,6 +379,9 @@ class ClusterConfig(ConfigModel):
 
     auth: AuthConfig = Field(default_factory=AuthConfig)
     """API authentication."""
+
+    logs: LogsConfig = Field(default_factory=LogsConfig)
+    """How long and how much of the task logs the controller keeps."""
 
     @model_validator(mode="before")
     @classmethod

@@ -282,6 +282,32 @@ class AttemptStatus(WireModel):
     message: str | None = None
 
 
+class FailureInfo(WireModel):
+    """Why a task failed, in one place."""
+
+    kind: Literal[
+        "exit_code",
+        "oom",
+        "timeout",
+        "worker_lost",
+        "preempted",
+        "command_not_found",
+        "killed",
+        "unschedulable",
+        "gang_failed",
+        "start_failed",
+    ]
+    summary: str
+    exit_code: int | None = None
+    attempt_uid: str | None = None
+    attempt_number: int | None = None
+    # A Python exception, "TypeName: message", when the log shows one.
+    exception: str | None = None
+    peak_rss_bytes: int | None = None
+    memory_limit_bytes: int | None = None
+    log_tail: list[str] = Field(default_factory=list)
+
+
 class TaskStatus(WireModel):
     task_id: str
     job_id: str
@@ -298,6 +324,8 @@ class TaskStatus(WireModel):
     started_at: float | None = None
     finished_at: float | None = None
     attempts: list[AttemptStatus] = Field(default_factory=list)
+    # For a task that ended badly: why, in one place (kind, numbers, exception, log tail).
+    failure: FailureInfo | None = None
 
 
 class JobStatus(WireModel):
@@ -371,6 +399,9 @@ class LogsResponse(WireModel):
     lines: list[LogLine]
     next_offset: int = 0
     complete: bool = False
+    # Line number of the first line returned, and how many lines the log holds (when known).
+    start_offset: int = 0
+    total_lines: int | None = None
 
 
 # ---------------------------------------------------------------- workers

@@ -26,6 +26,8 @@ from iris.cluster.controller.backend import BackendDescriptor, BackendKind, Task
 from iris.cluster.controller.bundles import BundleStore
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.job_state import rollup_job_state
+from iris.cluster.controller.logstore import LogStore
+from iris.cluster.controller.logstore.pod_collector import PodLogCollector
 from iris.cluster.controller.metrics import ControllerMetrics
 from iris.cluster.controller.scheduler import (
     Resources,
@@ -126,12 +128,16 @@ class Controller:
         clock: Callable[[], float] = time.time,
         bundle_dir: Path | None = None,
         worker_rpc_key: bytes | None = None,
+        log_dir: Path | None = None,
     ) -> None:
         self._descriptor = descriptor
         # Signs every call to a worker daemon; each worker gets its derived secret at registration.
         self.worker_rpc_key = worker_rpc_key or new_master_key()
         self.db = db
         self.bundles = BundleStore(bundle_dir)
+        # Task logs and usage, kept after their workers are gone (written by the API, not this loop).
+        self.logs = LogStore(log_dir)
+        self._pod_logs: PodLogCollector | None = None
         self.controller_url = controller_url
         self.autoscaler = autoscaler
         self.pod_backend = pod_backend
@@ -198,6 +204,9 @@ class Controller:
             watch(self.wake)  # pod events wake the loop; the periodic tick stays the safety net
         self._thread = threading.Thread(target=self._loop, name="iris-control-loop", daemon=True)
         self._thread.start()
+        self.logs.start()
+        if self._descriptor.kind is BackendKind.KUBERNETES and self.pod_backend is not None:
+            self._pod_logs = PodLogCollector(self, self.logs).start()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -207,8 +216,11 @@ class Controller:
             self._thread = None
         if self.worker_rpc is not None:
             self.worker_rpc.close()
+        if self._pod_logs is not None:
+            self._pod_logs.stop()
         if self.pod_backend is not None:
             self.pod_backend.close()
+        self.logs.close()
 
     def wake(self) -> None:
         self._wake.set()
@@ -1234,6 +1246,7 @@ def create_controller(
         descriptor,
         db,
         bundle_dir=Path(state_dir) / "bundles" if state_dir is not None else None,
+        log_dir=Path(state_dir) / "logs" if state_dir is not None else None,
         controller_url=controller_url,
         autoscaler=autoscaler,
         pod_backend=pod_backend,

@@ -104,6 +104,35 @@ def build_controller(
 ) -> Controller:
     """The controller a command line (and optionally a cluster config file) describes."""
     state_dir.mkdir(parents=True, exist_ok=True)
+    controller = _build_controller(
+        backend=backend,
+        state_dir=state_dir,
+        kubeconfig=kubeconfig,
+        namespace=namespace,
+        queue=queue,
+        image=image,
+        tick_interval_s=tick_interval_s,
+        worker_grace_s=worker_grace_s,
+        config=config,
+    )
+    if config is not None:
+        controller.logs.max_age_s = config.logs.max_age_hours * 3600
+        controller.logs.max_total_bytes = config.logs.max_total_size
+    return controller
+
+
+def _build_controller(
+    *,
+    backend: str,
+    state_dir: Path,
+    kubeconfig: str | None,
+    namespace: str,
+    queue: str,
+    image: str | None,
+    tick_interval_s: float,
+    worker_grace_s: float,
+    config: ClusterConfig | None,
+) -> Controller:
     if backend in ("worker", BackendKind.WORKER.value):
         autoscaler = None
         backend_id, display_name = "local-workers", "Iris workers"

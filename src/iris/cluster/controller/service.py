@@ -25,10 +25,10 @@ from iris.cluster.controller.auth import Principal
 from iris.cluster.controller.backend import BackendKind, dashboard_backend_descriptor
 from iris.cluster.controller.controller import Controller
 from iris.cluster.controller.http_guard import HttpGuard
+from iris.cluster.controller.log_routes import add_log_routes, attach_failures
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
 from iris.cluster.types import JobName
-from iris.rpc.enums import TaskState
-from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError, NotFound, NotImplementedForBackend
+from iris.rpc.errors import InvalidArgument, IrisError, NotFound, NotImplementedForBackend
 from iris.rpc.models import (
     DEFAULT_TASK_PAGE,
     MAX_TASK_PAGE,
@@ -128,6 +128,13 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     def owned_task(task_id: str) -> str:
         owned_job(task_id.rsplit("/", 1)[0])
         return task_id
+
+    def live_task_logs(task_id: str, uid: str, *, offset: int, limit: int) -> LogsResponse:
+        """A page read from the machine running the attempt (before its worker shipped anything)."""
+        target, uid = controller.task_target(task_id, uid)
+        if target.address is not None and controller.worker_rpc is not None:
+            return controller.worker_rpc.read_logs(target.address, uid, offset=offset, limit=limit)
+        return _pod_backend().read_logs(target, task_id, offset=offset, limit=limit)
 
     @app.exception_handler(IrisError)
     async def _iris_error(_: Request, exc: IrisError) -> JSONResponse:
@@ -389,6 +396,15 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         ]
         return JobList(jobs=jobs, total=total, offset=offset)
 
+    add_log_routes(
+        app,
+        controller,
+        who=who,
+        owned_job=owned_job,
+        owned_task=owned_task,
+        fallback_task_logs=live_task_logs,
+    )
+
     @app.post("/api/v1/jobs/{job_path:path}:stop", response_model=StopResponse)
     def stop_job(job_path: str) -> StopResponse:
         job_id = owned_job(_job_id(job_path))
@@ -430,32 +446,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             row = store.get_job(cur, job_id)
             if row is None:
                 raise NotFound(f"job {job_id} does not exist")
-            return views.job_detail(cur, row, task_offset=task_offset, task_limit=task_limit)
-
-    @app.get("/api/v1/tasks/{task_path:path}:logs", response_model=LogsResponse)
-    def task_logs(
-        task_path: str,
-        offset: int = Query(default=0, ge=0),
-        limit: int = Query(default=1000, ge=1, le=10_000),
-        attempt: str | None = None,
-    ) -> LogsResponse:
-        task_id = owned_task(_job_id(task_path))
-        try:
-            target, uid = controller.task_target(task_id, attempt)
-        except FailedPrecondition:
-            with controller.db.read() as cur:
-                row = store.get_task(cur, task_id)
-            if row is not None and row["current_attempt_uid"] is None:
-                return LogsResponse(
-                    lines=[], next_offset=0, complete=TaskState(row["state"]) is not TaskState.PENDING
-                )
-            raise
-        if target.address is not None:
-            assert controller.worker_rpc is not None
-            return controller.worker_rpc.read_logs(target.address, uid, offset=offset, limit=limit)
-        if controller.pod_backend is None:
-            raise NotImplementedForBackend("this controller has no pod backend connected")
-        return controller.pod_backend.read_logs(target, task_id, offset=offset, limit=limit)  # type: ignore[attr-defined]
+            detail = views.job_detail(cur, row, task_offset=task_offset, task_limit=task_limit)
+        return attach_failures(controller, detail)
 
     @app.get("/api/v1/tasks/{task_path:path}:status")
     def task_process_status(task_path: str, attempt: str | None = None) -> dict[str, Any]:

@@ -751,3 +751,42 @@ def select_in(cur: sqlite3.Cursor, sql: str, ids: Iterable[str], size: int = 500
     for i in range(0, len(items), size):
         chunk = items[i : i + size]
         yield from cur.execute(sql.replace(":ids", ",".join("?" * len(chunk))), chunk)
+
+
+# ---------------------------------------------------------------- reads for the log store's API
+
+
+def tasks_in_tree(cur: sqlite3.Cursor, job_id: str, *, include_children: bool) -> list[sqlite3.Row]:
+    """task_id, job_id, state, current_attempt_uid of a job's tasks (and its sub-jobs' tasks)."""
+    if include_children:
+        return cur.execute(
+            "SELECT task_id, job_id, state, current_attempt_uid FROM tasks"
+            " WHERE job_id = ? OR (job_id > ? AND job_id < ?)",
+            (job_id, job_id + "/", job_id + "0"),  # '0' sorts right after '/'
+        ).fetchall()
+    return cur.execute(
+        "SELECT task_id, job_id, state, current_attempt_uid FROM tasks WHERE job_id = ?", (job_id,)
+    ).fetchall()
+
+
+def attempt_rows(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> dict[str, sqlite3.Row]:
+    return {
+        r["attempt_uid"]: r
+        for r in select_in(
+            cur,
+            "SELECT a.attempt_uid, a.task_id, a.state, a.finished_at, a.worker_id, w.address AS worker_address"
+            " FROM attempts a LEFT JOIN workers w ON w.worker_id = a.worker_id WHERE a.attempt_uid IN (:ids)",
+            attempt_uids,
+        )
+    }
+
+
+def last_preemptors(cur: sqlite3.Cursor, job_id: str) -> dict[str, str]:
+    """Task id -> the message of its latest preemption event ("preempted by ..."), for one job."""
+    out: dict[str, str] = {}
+    for r in cur.execute(
+        "SELECT task_id, message FROM events WHERE job_id = ? AND kind = 'task_preempted' ORDER BY id",
+        (job_id,),
+    ):
+        out[r["task_id"]] = r["message"]
+    return out

@@ -26,9 +26,11 @@ from iris.cluster.worker.config import (
 from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.devices import DeviceBroker, device_attributes, resolve_devices
 from iris.cluster.worker.health import HealthCache
+from iris.cluster.worker.log_shipper import LogShipper
 from iris.cluster.worker.metrics import Phase, WorkerMetrics
 from iris.cluster.worker.prepare import AttemptPreparer
 from iris.cluster.worker.service import WorkerService, create_app
+from iris.cluster.worker.usage import UsageSampler
 from iris.rpc.logging_setup import configure_logging
 from iris.rpc.models import RegisterRequest
 from iris.rpc.signing import RequestVerifier
@@ -198,6 +200,15 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     )
     if runtime.leftovers_killed:
         logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))
+    usage = UsageSampler(runtime.pids_dir)
+    shipper = LogShipper(
+        config.controller_url,
+        worker_id,
+        runtime.attempts_dir,
+        runtime.terminal_by_uid,
+        usage=usage.usage,
+        token=token,
+    )
     health = HealthCache(state_dir, runtime.running_count)
     service = WorkerService(worker_id, runtime, health, link)
     metrics = WorkerMetrics(
@@ -230,6 +241,8 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
             extra={"worker_id": worker_id},
         )
         link.start()
+        usage.start()
+        shipper.start()
 
     # uvicorn re-raises the signal that stopped it once it is done; a no-op handler lets this
     # function finish its cleanup and return 0 instead of dying on the re-raised SIGTERM.
@@ -241,6 +254,8 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     finally:
         link.stop()
         runtime.shutdown()
+        usage.stop()
+        shipper.stop()  # a last push of what the attempts wrote while being killed
         logger.info("worker %s stopped", worker_id, extra={"worker_id": worker_id})
         if config.ready_file is not None:
             config.ready_file.unlink(missing_ok=True)

@@ -1,0 +1,191 @@
+"""The log store's own small SQLite index: which attempts have logs, whose they are, how big and how
+old, and each attempt's usage. Kept apart from the controller's database so log traffic never
+waits on (or delays) the control loop's transactions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from iris.rpc.log_models import AttemptUsage
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS log_attempts (
+    attempt_uid TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    job_id TEXT NOT NULL,
+    attempt_number INTEGER NOT NULL,
+    lines INTEGER NOT NULL DEFAULT 0,
+    bytes INTEGER NOT NULL DEFAULT 0,
+    first_ts REAL,
+    last_ts REAL,
+    final INTEGER NOT NULL DEFAULT 0,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS log_attempts_job ON log_attempts(job_id);
+CREATE INDEX IF NOT EXISTS log_attempts_task ON log_attempts(task_id, attempt_number);
+CREATE INDEX IF NOT EXISTS log_attempts_age ON log_attempts(updated_at);
+CREATE TABLE IF NOT EXISTS attempt_usage (
+    attempt_uid TEXT PRIMARY KEY,
+    usage_json TEXT NOT NULL,
+    updated_at REAL NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptLog:
+    attempt_uid: str
+    task_id: str
+    job_id: str
+    attempt_number: int
+    lines: int
+    bytes: int
+    first_ts: float | None
+    last_ts: float | None
+    final: bool
+    updated_at: float
+
+    @property
+    def task_index(self) -> int:
+        tail = self.task_id.rsplit("/", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
+
+def _row(r: sqlite3.Row) -> AttemptLog:
+    return AttemptLog(
+        r["attempt_uid"],
+        r["task_id"],
+        r["job_id"],
+        r["attempt_number"],
+        r["lines"],
+        r["bytes"],
+        r["first_ts"],
+        r["last_ts"],
+        bool(r["final"]),
+        r["updated_at"],
+    )
+
+
+class LogIndex:
+    def __init__(self, path: Path | str) -> None:
+        self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        self._conn.row_factory = sqlite3.Row
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            self._conn.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def get(self, attempt_uid: str) -> AttemptLog | None:
+        with self._lock:
+            r = self._conn.execute(
+                "SELECT * FROM log_attempts WHERE attempt_uid = ?", (attempt_uid,)
+            ).fetchone()
+        return _row(r) if r is not None else None
+
+    def add(self, attempt_uid: str, task_id: str, attempt_number: int, now: float) -> None:
+        job_id = task_id.rsplit("/", 1)[0]
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO log_attempts (attempt_uid, task_id, job_id, attempt_number,"
+                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (attempt_uid, task_id, job_id, attempt_number, now, now),
+            )
+
+    def update(
+        self,
+        attempt_uid: str,
+        *,
+        lines: int,
+        size: int,
+        first_ts: float | None,
+        last_ts: float | None,
+        final: bool,
+        now: float,
+    ) -> None:
+        with self._lock:
+            self._conn.execute(
+                "UPDATE log_attempts SET lines = ?, bytes = ?, first_ts = ?, last_ts = ?,"
+                " final = MAX(final, ?), updated_at = ? WHERE attempt_uid = ?",
+                (lines, size, first_ts, last_ts, int(final), now, attempt_uid),
+            )
+
+    def of_tasks(self, task_ids: Sequence[str]) -> list[AttemptLog]:
+        out: list[AttemptLog] = []
+        with self._lock:
+            for i in range(0, len(task_ids), 500):
+                chunk = list(task_ids[i : i + 500])
+                marks = ",".join("?" * len(chunk))
+                out.extend(
+                    _row(r)
+                    for r in self._conn.execute(
+                        f"SELECT * FROM log_attempts WHERE task_id IN ({marks})", chunk
+                    ).fetchall()
+                )
+        return out
+
+    def of_job(self, job_id: str, *, include_children: bool) -> list[AttemptLog]:
+        with self._lock:
+            if include_children:
+                rows = self._conn.execute(
+                    "SELECT * FROM log_attempts WHERE job_id = ? OR (job_id > ? AND job_id < ?)",
+                    (job_id, job_id + "/", job_id + "0"),  # '0' sorts right after '/'
+                ).fetchall()
+            else:
+                rows = self._conn.execute("SELECT * FROM log_attempts WHERE job_id = ?", (job_id,)).fetchall()
+        return [_row(r) for r in rows]
+
+    def total_bytes(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM log_attempts").fetchone()[0])
+
+    def oldest(self, limit: int = 500) -> list[AttemptLog]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM log_attempts ORDER BY updated_at LIMIT ?", (limit,)
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def older_than(self, cutoff: float, limit: int = 500) -> list[AttemptLog]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM log_attempts WHERE updated_at < ? ORDER BY updated_at LIMIT ?", (cutoff, limit)
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def remove(self, attempt_uids: Iterable[str]) -> None:
+        uids = list(attempt_uids)
+        with self._lock:
+            self._conn.executemany("DELETE FROM log_attempts WHERE attempt_uid = ?", [(u,) for u in uids])
+            self._conn.executemany("DELETE FROM attempt_usage WHERE attempt_uid = ?", [(u,) for u in uids])
+
+    def set_usage(self, attempt_uid: str, usage: AttemptUsage, now: float) -> None:
+        with self._lock:
+            self._conn.execute(
+                "INSERT INTO attempt_usage (attempt_uid, usage_json, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT(attempt_uid) DO UPDATE SET usage_json = excluded.usage_json,"
+                " updated_at = excluded.updated_at",
+                (attempt_uid, usage.model_dump_json(), now),
+            )
+
+    def usage_of(self, attempt_uids: Sequence[str]) -> dict[str, AttemptUsage]:
+        out: dict[str, AttemptUsage] = {}
+        with self._lock:
+            for i in range(0, len(attempt_uids), 500):
+                chunk = list(attempt_uids[i : i + 500])
+                marks = ",".join("?" * len(chunk))
+                for r in self._conn.execute(
+                    f"SELECT attempt_uid, usage_json FROM attempt_usage WHERE attempt_uid IN ({marks})", chunk
+                ).fetchall():
+                    out[r["attempt_uid"]] = AttemptUsage.model_validate(json.loads(r["usage_json"]))
+        return out

@@ -1,0 +1,273 @@
+"""One attempt's stored log: an append-only JSON-lines file plus a sparse index of it.
+
+``<uid>.jsonl`` holds one ``{"ts","stream","line"}`` object per line, exactly as the worker wrote
+it. ``<uid>.idx`` holds a 16-byte record (byte offset, timestamp) for every ``STRIDE``-th line, so
+reading from line N or from time T seeks close to it, and a tail reads backwards from the end:
+every read costs what it returns, not the size of the log.
+
+The data file is the truth: on open, a torn last line is cut off and the index is completed from
+the last checkpoint it has.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import os
+import struct
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+STRIDE = 1024
+_RECORD = struct.Struct("<Qd")
+_BACK_CHUNK = 64 * 1024
+
+
+class BadLogData(ValueError):
+    """Pushed bytes that are not JSON log lines."""
+
+
+@dataclass(frozen=True, slots=True)
+class RawLine:
+    offset: int
+    raw: bytes
+
+    def decode(self) -> dict:
+        return json.loads(self.raw)
+
+
+def line_ts(raw: bytes) -> float:
+    """The ``ts`` of an encoded line without parsing all of it (it is always written first)."""
+    if raw.startswith(b'{"ts":'):
+        end = raw.find(b",", 6)
+        if end > 6:
+            try:
+                return float(raw[6:end])
+            except ValueError:
+                pass
+    try:
+        return float(json.loads(raw)["ts"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadLogData("a log line has no timestamp") from exc
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Complete lines of pushed data (each must be a JSON object on one line)."""
+    if not data:
+        return []
+    if not data.endswith(b"\n"):
+        raise BadLogData("pushed log data must end with a newline")
+    lines = data[:-1].split(b"\n")
+    for raw in lines:
+        if not (raw.startswith(b"{") and raw.endswith(b"}")):
+            raise BadLogData("every pushed log line must be one JSON object")
+    return lines
+
+
+class Segment:
+    """Appends and reads of one attempt's log. Thread-safe; readers never see a half-appended line."""
+
+    def __init__(self, data_path: Path) -> None:
+        self.data_path = data_path
+        self.index_path = data_path.with_suffix(".idx")
+        self._lock = threading.Lock()
+        # checkpoints[k] = (byte offset, ts) of line k*STRIDE
+        self._offsets: list[int] = []
+        self._times: list[float] = []
+        self.lines = 0
+        self.bytes = 0
+        self.first_ts: float | None = None
+        self.last_ts: float | None = None
+        self._recover()
+
+    # ------------------------------------------------------------------ writing
+
+    def append_at(self, first_line: int, lines: list[bytes]) -> int:
+        """Store lines ``[first_line, first_line + len(lines))``, skipping those already stored.
+
+        Returns how many lines are stored afterwards. A push that starts past the end (a gap)
+        stores nothing: the sender rewinds to the returned count.
+        """
+        with self._lock:
+            if first_line > self.lines:
+                return self.lines
+            fresh = lines[self.lines - first_line :]
+            if fresh:
+                self._append_locked(fresh)
+            return self.lines
+
+    def _append_locked(self, lines: list[bytes]) -> None:
+        position = self.bytes
+        number = self.lines
+        new_points: list[tuple[int, float]] = []
+        for raw in lines:
+            if number % STRIDE == 0:
+                new_points.append((position, line_ts(raw)))
+            position += len(raw) + 1
+            number += 1
+        first_ts = self.first_ts if self.first_ts is not None else line_ts(lines[0])
+        last_ts = line_ts(lines[-1])
+        payload = b"\n".join(lines) + b"\n"
+        with open(self.data_path, "ab") as f:
+            f.write(payload)
+        if new_points:
+            with open(self.index_path, "ab") as f:
+                f.write(b"".join(_RECORD.pack(o, t) for o, t in new_points))
+        for o, t in new_points:
+            self._offsets.append(o)
+            self._times.append(t)
+        self.lines, self.bytes = number, position
+        self.first_ts, self.last_ts = first_ts, max(last_ts, self.last_ts or last_ts)
+
+    def delete(self) -> None:
+        with self._lock:
+            for path in (self.data_path, self.index_path):
+                path.unlink(missing_ok=True)
+            self._offsets, self._times = [], []
+            self.lines = self.bytes = 0
+
+    # ------------------------------------------------------------------ reading
+
+    def state(self) -> tuple[int, int, list[int], list[float]]:
+        with self._lock:
+            return self.lines, self.bytes, self._offsets, self._times
+
+    def read(self, start: int, limit: int) -> list[RawLine]:
+        """Lines ``[start, start + limit)``."""
+        lines, size, offsets, _ = self.state()
+        if start >= lines or limit <= 0:
+            return []
+        k = min(start // STRIDE, len(offsets) - 1)
+        number, position = k * STRIDE, offsets[k]
+        out: list[RawLine] = []
+        for raw in self._iter_from(position, size):
+            if number >= start:
+                out.append(RawLine(number, raw))
+                if len(out) >= limit:
+                    break
+            number += 1
+        return out
+
+    def iter_all(self, start: int = 0) -> Iterator[RawLine]:
+        """Every line from ``start`` on (as stored now), lazily."""
+        lines, size, offsets, _ = self.state()
+        if start >= lines:
+            return
+        k = min(start // STRIDE, len(offsets) - 1)
+        number, position = k * STRIDE, offsets[k]
+        for raw in self._iter_from(position, size):
+            if number >= start:
+                yield RawLine(number, raw)
+            number += 1
+
+    def tail(self, n: int, before: int | None = None) -> list[RawLine]:
+        """The last ``n`` lines (before line ``before``), read backwards from the end."""
+        lines, size, offsets, _ = self.state()
+        end_line = lines if before is None else max(0, min(before, lines))
+        if n <= 0 or end_line == 0:
+            return []
+        if end_line < lines:
+            # Reading from a checkpoint forwards is cheap enough and exact.
+            first = max(0, end_line - n)
+            return self.read(first, end_line - first)
+        chunks: list[bytes] = []
+        found = 0
+        position = size
+        with open(self.data_path, "rb") as f:
+            while position > 0 and found <= n:
+                step = min(_BACK_CHUNK, position)
+                position -= step
+                f.seek(position)
+                block = f.read(step)
+                chunks.append(block)
+                found += block.count(b"\n")
+        blob = b"".join(reversed(chunks))
+        raw_lines = blob[:-1].split(b"\n") if blob else []
+        if position > 0:
+            raw_lines = raw_lines[1:]  # the first piece may be the end of an earlier line
+        raw_lines = raw_lines[-n:]
+        first_number = lines - len(raw_lines)
+        return [RawLine(first_number + i, raw) for i, raw in enumerate(raw_lines)]
+
+    def line_at_time(self, ts: float) -> int:
+        """The first line number whose checkpoint region may hold lines at or after ``ts``."""
+        lines, _, offsets, times = self.state()
+        if not offsets:
+            return lines
+        k = bisect.bisect_left(times, ts)
+        return max(0, (k - 1) * STRIDE)
+
+    def _iter_from(self, position: int, size: int) -> Iterator[bytes]:
+        try:
+            f = open(self.data_path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return
+        with f:
+            f.seek(position)
+            remaining = size - position
+            leftover = b""
+            while remaining > 0:
+                block = f.read(min(256 * 1024, remaining))
+                if not block:
+                    break
+                remaining -= len(block)
+                parts = (leftover + block).split(b"\n")
+                leftover = parts.pop()
+                yield from parts
+            if leftover:
+                yield leftover
+
+    # ------------------------------------------------------------------ recovery
+
+    def _recover(self) -> None:
+        """Bring the in-memory counters (and the index file) in line with the data file."""
+        try:
+            size = self.data_path.stat().st_size
+        except FileNotFoundError:
+            self.index_path.unlink(missing_ok=True)
+            return
+        records: list[tuple[int, float]] = []
+        try:
+            blob = self.index_path.read_bytes()
+        except FileNotFoundError:
+            blob = b""
+        for i in range(len(blob) // _RECORD.size):
+            offset, ts = _RECORD.unpack_from(blob, i * _RECORD.size)
+            if offset >= size or (records and offset <= records[-1][0]):
+                break
+            records.append((offset, ts))
+        # Scan from the last checkpoint to the end, completing the index and cutting a torn line.
+        start_k = max(0, len(records) - 1)
+        position = records[start_k][0] if records else 0
+        number = start_k * STRIDE if records else 0
+        last_ts: float | None = None
+        with open(self.data_path, "rb") as f:
+            f.seek(position)
+            rest = f.read()
+        good_end = position
+        for raw in rest.split(b"\n")[:-1]:
+            if number % STRIDE == 0 and number // STRIDE >= len(records):
+                try:
+                    records.append((good_end, line_ts(raw)))
+                except BadLogData:
+                    break
+            try:
+                last_ts = line_ts(raw)
+            except BadLogData:
+                break
+            good_end += len(raw) + 1
+            number += 1
+        if good_end < size:
+            with open(self.data_path, "r+b") as f:
+                f.truncate(good_end)
+        with open(self.index_path, "wb") as f:
+            f.write(b"".join(_RECORD.pack(o, t) for o, t in records))
+            f.flush()
+            os.fsync(f.fileno())
+        self._offsets = [o for o, _ in records]
+        self._times = [t for _, t in records]
+        self.lines, self.bytes = number, good_end
+        self.first_ts = self._times[0] if self._times else None
+        self.last_ts = last_ts

@@ -1,0 +1,270 @@
+"""Ships every attempt's log to the controller's log store as it is written.
+
+The runtime writes each attempt's log to ``<state>/attempts/<uid>/log.jsonl``; this thread reads
+what is new and pushes it (several attempts per request, at most ``max_push_bytes`` each), one
+request in flight. The file is the buffer: a chatty task never waits for the controller, and a
+slow or absent controller only makes the next push larger (up to the bound) or later.
+
+Lines are numbered per attempt; the controller answers how many it holds, and a shipper that
+lost its place (either side restarted) rewinds or skips to that line. An attempt is done once it
+has ended and the controller has acknowledged its last line as final.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from iris.rpc.log_models import AttemptUsage, LogChunk, LogPushRequest, LogPushResponse
+
+logger = logging.getLogger(__name__)
+
+LOG_FILE = "log.jsonl"
+HTTP_TIMEOUT_S = 10.0
+_BACKOFF_MAX_S = 5.0
+_USAGE_EVERY_S = 2.0
+
+
+@dataclass(slots=True)
+class _Cursor:
+    uid: str
+    path: Path
+    next_line: int = 0
+    byte_pos: int = 0
+    inode: int = 0
+    # Adopted from a previous run: ask the controller how far it got before sending.
+    probe: bool = False
+    ended: bool = False
+    usage_sent_at: float = 0.0
+
+
+class LogShipper:
+    def __init__(
+        self,
+        controller_url: str,
+        worker_id: str,
+        attempts_dir: Path,
+        attempts: Callable[[], Mapping[str, bool]],
+        *,
+        usage: Callable[[str], AttemptUsage | None] | None = None,
+        token: str | None = None,
+        interval_s: float = 0.05,
+        max_push_bytes: int = 1024 * 1024,
+    ) -> None:
+        self._url = controller_url.rstrip("/") + "/api/v1/logs:push"
+        self._headers = {"content-type": "application/json"}
+        if token:
+            self._headers["authorization"] = f"Bearer {token}"
+        self._worker_id = worker_id
+        self._dir = Path(attempts_dir)
+        self._attempts = attempts
+        self._usage = usage
+        self._interval_s = interval_s
+        self._max_push_bytes = max_push_bytes
+        self._cursors: dict[str, _Cursor] = {}
+        self._done: set[str] = set()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="iris-log-shipper", daemon=True)
+        self.pushes = 0
+        self.lines_shipped = 0
+
+    def start(self) -> None:
+        self._adopt_previous()
+        self._thread.start()
+
+    def stop(self, flush_s: float = 2.0) -> None:
+        """Stop after a last effort (at most ``flush_s``) to ship what is left."""
+        deadline = time.monotonic() + flush_s
+        while time.monotonic() < deadline and self._thread.is_alive() and self.backlog():
+            self._wake.set()
+            time.sleep(0.05)
+        self._stop.set()
+        self._wake.set()
+        if self._thread.ident is not None:
+            self._thread.join(timeout=HTTP_TIMEOUT_S)
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def backlog(self) -> int:
+        """Attempts not yet shipped to the end (approximate, for tests and shutdown)."""
+        return len(self._cursors)
+
+    # ------------------------------------------------------------------ loop
+
+    def _adopt_previous(self) -> None:
+        try:
+            entries = list(self._dir.iterdir())
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            if (entry / LOG_FILE).exists():
+                self._cursors[entry.name] = _Cursor(entry.name, entry / LOG_FILE, probe=True, ended=True)
+
+    def _loop(self) -> None:
+        backoff = self._interval_s
+        with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+            while not self._stop.is_set():
+                try:
+                    more = self._cycle(client)
+                    backoff = self._interval_s
+                except (httpx.HTTPError, ValueError) as exc:
+                    logger.debug("log push failed: %s", exc)
+                    more = False
+                    backoff = min(_BACKOFF_MAX_S, max(backoff * 2, 0.1))
+                except Exception:
+                    logger.exception("log shipping failed")
+                    more = False
+                    backoff = min(_BACKOFF_MAX_S, max(backoff * 2, 0.1))
+                if not more:
+                    self._wake.wait(backoff)
+                    self._wake.clear()
+
+    def _cycle(self, client: httpx.Client) -> bool:
+        """One push of whatever is new; True if more is waiting right away."""
+        self._discover()
+        chunks: list[LogChunk] = []
+        sizes: dict[str, tuple[int, int]] = {}  # uid -> (lines, bytes) in this push
+        budget = self._max_push_bytes
+        more = False
+        now = time.monotonic()
+        for cursor in list(self._cursors.values()):
+            if cursor.probe:
+                chunks.append(LogChunk(attempt_uid=cursor.uid, first_line=0, data=""))
+                sizes[cursor.uid] = (0, 0)
+                continue
+            data, lines, complete = self._read_new(cursor, budget) if budget > 0 else (b"", 0, False)
+            if budget <= 0:
+                more = True
+            usage = None
+            if self._usage is not None and (cursor.ended or now - cursor.usage_sent_at >= _USAGE_EVERY_S):
+                usage = self._usage(cursor.uid)
+            final = cursor.ended and complete
+            if not lines and not final and usage is None:
+                continue
+            if usage is not None:
+                cursor.usage_sent_at = now
+            budget -= len(data)
+            more = more or not complete
+            chunks.append(
+                LogChunk(
+                    attempt_uid=cursor.uid,
+                    first_line=cursor.next_line,
+                    data=data.decode("utf-8", "replace"),
+                    final=final,
+                    usage=usage,
+                )
+            )
+            sizes[cursor.uid] = (lines, len(data))
+        if not chunks:
+            return False
+        answer = client.post(
+            self._url,
+            content=LogPushRequest(worker_id=self._worker_id, chunks=chunks).model_dump_json(),
+            headers=self._headers,
+        )
+        if answer.status_code == 404 or answer.status_code == 501:
+            raise ValueError(f"the controller does not take log pushes (HTTP {answer.status_code})")
+        if answer.status_code >= 400:
+            raise ValueError(f"log push refused (HTTP {answer.status_code}): {answer.text[:300]}")
+        self.pushes += 1
+        acks = LogPushResponse.model_validate_json(answer.content).acks
+        for chunk in chunks:
+            cursor = self._cursors.get(chunk.attempt_uid)
+            ack = acks.get(chunk.attempt_uid)
+            if cursor is None or ack is None:
+                continue
+            lines, size = sizes[chunk.attempt_uid]
+            if ack.lines < 0 or (ack.final and cursor.ended):
+                self._finish(cursor)
+                continue
+            if not cursor.probe and ack.lines == chunk.first_line + lines:
+                cursor.next_line += lines
+                cursor.byte_pos += size
+                self.lines_shipped += lines
+            else:
+                self._seek(cursor, ack.lines)
+                more = True
+            cursor.probe = False
+        return more
+
+    def _discover(self) -> None:
+        for uid, ended in self._attempts().items():
+            cursor = self._cursors.get(uid)
+            if cursor is None:
+                if uid in self._done:
+                    continue
+                path = self._dir / uid / LOG_FILE
+                cursor = self._cursors[uid] = _Cursor(uid, path)
+            if ended:
+                cursor.ended = True
+
+    def _finish(self, cursor: _Cursor) -> None:
+        self._cursors.pop(cursor.uid, None)
+        self._done.add(cursor.uid)
+        if len(self._done) > 100_000:
+            self._done.clear()  # the runtime forgets old attempts long before this
+
+    def _read_new(self, cursor: _Cursor, budget: int) -> tuple[bytes, int, bool]:
+        """(complete lines past the cursor, how many, whether that reaches the end of the file)."""
+        try:
+            quick = os.stat(cursor.path)
+        except FileNotFoundError:
+            return b"", 0, True
+        if quick.st_ino == cursor.inode and quick.st_size == cursor.byte_pos:
+            return b"", 0, True  # nothing new (the common case: no need to open the file)
+        try:
+            f = open(cursor.path, "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            return b"", 0, True
+        with f:
+            stat = os.fstat(f.fileno())
+            if cursor.inode and stat.st_ino != cursor.inode or stat.st_size < cursor.byte_pos:
+                # The runtime replaced the file (rotation): go on numbering from its start.
+                cursor.byte_pos = 0
+            cursor.inode = stat.st_ino
+            if stat.st_size <= cursor.byte_pos:
+                return b"", 0, True
+            f.seek(cursor.byte_pos)
+            data = f.read(min(budget, stat.st_size - cursor.byte_pos))
+        cut = data.rfind(b"\n") + 1
+        reached_end = cursor.byte_pos + len(data) >= stat.st_size
+        if cut == 0:
+            # No complete line: a half-written one (wait), or one longer than the budget (impossible:
+            # the runtime cuts lines far shorter than a push).
+            return b"", 0, reached_end and not data
+        whole = cut == len(data)
+        data = data[:cut]
+        return data, data.count(b"\n"), reached_end and whole
+
+    def _seek(self, cursor: _Cursor, line: int) -> None:
+        """Put the cursor at line ``line`` of the file (counting from its start)."""
+        position = 0
+        number = 0
+        try:
+            with open(cursor.path, "rb") as f:
+                while number < line:
+                    block = f.read(1 << 20)
+                    if not block:
+                        break
+                    count = block.count(b"\n")
+                    if number + count < line:
+                        number += count
+                        position += len(block)
+                        continue
+                    index = -1
+                    for _ in range(line - number):
+                        index = block.index(b"\n", index + 1)
+                    position += index + 1
+                    number = line
+        except FileNotFoundError:
+            pass
+        cursor.next_line, cursor.byte_pos = number, position
