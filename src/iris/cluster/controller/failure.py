@@ -71,6 +71,7 @@ def diagnose(
     usage: AttemptUsage | None = None,
     log_tail: Sequence[str] = (),
     preempted_by: str | None = None,
+    timeout_s: float | None = None,
 ) -> FailureInfo | None:
     """The failure of a task that ended badly (None for one that did not)."""
     if task.state not in FAILED_STATES:
@@ -116,7 +117,12 @@ def diagnose(
             summary += f" (limit {format_bytes(limit)})"
         return FailureInfo(kind="oom", summary=summary, **common)
     if "timed out" in lowered or "timeout" in lowered:
-        return FailureInfo(kind="timeout", summary=f"execution timeout: {error}", **common)
+        summary = (
+            f"execution timeout: stopped at its {timeout_s:g}s limit"
+            if timeout_s
+            else f"execution timeout: {error}"
+        )
+        return FailureInfo(kind="timeout", summary=summary, **common)
     if exit_code == 127 or (exit_code is None and _NOT_FOUND.search(error)) or _is_not_found(error):
         return FailureInfo(kind="command_not_found", summary=f"command not found: {error}", **common)
     if exit_code is None and error.startswith("could not"):

@@ -96,7 +96,12 @@ def attach_failures(controller: Any, detail: JobDetail) -> JobDetail:
         tail = log_tail_text(logs, uid) if logs is not None and uid else []
         by = preemptors.get(task.task_id, "").removeprefix("preempted by ") or None
         task.failure = diagnose(
-            task, memory_limit_bytes=limit, usage=usage.get(uid or ""), log_tail=tail, preempted_by=by
+            task,
+            memory_limit_bytes=limit,
+            usage=usage.get(uid or ""),
+            log_tail=tail,
+            preempted_by=by,
+            timeout_s=detail.spec.timeout_s,
         )
     return detail
 

@@ -75,6 +75,8 @@ class LogShipper:
         self._thread = threading.Thread(target=self._loop, name="iris-log-shipper", daemon=True)
         self.pushes = 0
         self.lines_shipped = 0
+        # The last push got an answer: worth waiting for at shutdown.
+        self._reachable = False
 
     def start(self) -> None:
         self._adopt_previous()
@@ -83,7 +85,7 @@ class LogShipper:
     def stop(self, flush_s: float = 2.0) -> None:
         """Stop after a last effort (at most ``flush_s``) to ship what is left."""
         deadline = time.monotonic() + flush_s
-        while time.monotonic() < deadline and self._thread.is_alive() and self.backlog():
+        while time.monotonic() < deadline and self._thread.is_alive() and self.backlog() and self._reachable:
             self._wake.set()
             time.sleep(0.05)
         self._stop.set()
@@ -118,6 +120,7 @@ class LogShipper:
                     backoff = self._interval_s
                 except (httpx.HTTPError, ValueError) as exc:
                     logger.debug("log push failed: %s", exc)
+                    self._reachable = False
                     more = False
                     backoff = min(_BACKOFF_MAX_S, max(backoff * 2, 0.1))
                 except Exception:
@@ -176,6 +179,7 @@ class LogShipper:
         if answer.status_code >= 400:
             raise ValueError(f"log push refused (HTTP {answer.status_code}): {answer.text[:300]}")
         self.pushes += 1
+        self._reachable = True
         acks = LogPushResponse.model_validate_json(answer.content).acks
         for chunk in chunks:
             cursor = self._cursors.get(chunk.attempt_uid)

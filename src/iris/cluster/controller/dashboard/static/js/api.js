@@ -98,6 +98,21 @@ async function request(method, path, params, retried = false) {
   return body;
 }
 
+/** A download (text) with the same auth as every other call. */
+async function requestBlob(path, params) {
+  const resp = await fetch(path + query(params), { headers: authHeaders(), cache: "no-store" });
+  if (!resp.ok) {
+    let message = `GET ${path} failed with HTTP ${resp.status}`;
+    try {
+      message = (await resp.json()).error.message || message;
+    } catch {
+      // not a JSON error body
+    }
+    throw new ApiError(resp.status, `http_${resp.status}`, message);
+  }
+  return resp.blob();
+}
+
 export const api = {
   dashboard: () => request("GET", "/api/v1/dashboard"),
   cluster: () => request("GET", "/api/v1/cluster"),
@@ -108,6 +123,9 @@ export const api = {
   jobEvents: (id, limit = 200) => request("GET", `/api/v1/jobs/${idPath(id)}:events`, { limit }),
   stopJob: (id) => request("POST", `/api/v1/jobs/${idPath(id)}:stop`),
   taskLogs: (taskId, params) => request("GET", `/api/v1/tasks/${idPath(taskId)}:logs`, params),
+  jobLogs: (id, params) => request("GET", `/api/v1/jobs/${idPath(id)}:logs`, params),
+  jobLogsText: (id, params) => requestBlob(`/api/v1/jobs/${idPath(id)}:logs`, params),
+  jobSummary: (id) => request("GET", `/api/v1/jobs/${idPath(id)}:summary`),
   scheduler: (params) => request("GET", "/api/v1/scheduler", params),
   workers: () => request("GET", "/api/v1/workers"),
   autoscaler: () => request("GET", "/api/v1/autoscaler"),

@@ -60,6 +60,80 @@ function attemptsList(task) {
   );
 }
 
+
+const FAILURE_KINDS = {
+  exit_code: "non-zero exit",
+  oom: "out of memory",
+  timeout: "execution timeout",
+  worker_lost: "worker lost",
+  preempted: "preempted",
+  command_not_found: "command not found",
+  killed: "killed",
+  unschedulable: "unschedulable",
+  gang_failed: "gang failed",
+  start_failed: "could not start",
+};
+
+function failureBlock(t) {
+  const f = t.failure;
+  return h(
+    "div",
+    { class: "failure", dataset: { taskIndex: String(t.task_index), kind: f.kind } },
+    h("h3", {}, h("span", { class: "kind" }, FAILURE_KINDS[f.kind] || f.kind), `task ${t.task_index}: `, h("span", { class: "failure-summary" }, f.summary)),
+    f.exception && !f.summary.includes(f.exception) ? h("div", { class: "exception" }, f.exception) : null,
+    f.log_tail && f.log_tail.length
+      ? [h("div", { class: "dim small" }, `last ${f.log_tail.length} log lines`), h("pre", { class: "log-tail" }, f.log_tail.join("\n"))]
+      : null,
+  );
+}
+
+function cpuTime(u) {
+  if (!u || u.cpu_seconds == null) return "—";
+  return u.cpu_seconds < 60 ? `${u.cpu_seconds.toFixed(1)}s` : fmtDuration(u.cpu_seconds);
+}
+
+function memory(u) {
+  if (!u || !u.peak_rss_bytes) return "—";
+  const limit = u.memory_limit_bytes ? ` / ${fmtBytes(u.memory_limit_bytes)}` : "";
+  const hot = u.memory_limit_bytes && u.peak_rss_bytes > 0.9 * u.memory_limit_bytes;
+  return h("span", { class: hot ? "err-text nowrap" : "nowrap" }, `${fmtBytes(u.peak_rss_bytes)}${limit}`);
+}
+
+/** A tiny memory-over-time line (and CPU use as a second line) from an attempt's usage history. */
+function sparkline(u) {
+  const pts = (u && u.history) || [];
+  if (pts.length < 2) return "—";
+  const W = 160;
+  const H = 36;
+  const t0 = pts[0].ts;
+  const span = Math.max(1e-6, pts[pts.length - 1].ts - t0);
+  const maxMem = Math.max(u.memory_limit_bytes || 0, ...pts.map((p) => p.rss_bytes), 1);
+  const rates = pts.map((p, i) => (i === 0 ? 0 : (p.cpu_seconds - pts[i - 1].cpu_seconds) / Math.max(1e-6, p.ts - pts[i - 1].ts)));
+  const maxCpu = Math.max(1, ...rates);
+  const path = (ys) => ys.map((y, i) => `${i ? "L" : "M"}${(((pts[i].ts - t0) / span) * W).toFixed(1)},${(H - 2 - y * (H - 4)).toFixed(1)}`).join(" ");
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("class", "usage-chart");
+  svg.setAttribute("role", "img");
+  svg.setAttribute("aria-label", "memory and CPU over time");
+  for (const [d, color] of [
+    [path(pts.map((p) => p.rss_bytes / maxMem)), "#7c3aed"],
+    [path(rates.map((r) => r / maxCpu)), "#0ea5e9"],
+  ]) {
+    const line = document.createElementNS(ns, "path");
+    line.setAttribute("d", d);
+    line.setAttribute("fill", "none");
+    line.setAttribute("stroke", color);
+    line.setAttribute("stroke-width", "1.5");
+    svg.append(line);
+  }
+  const title = document.createElementNS(ns, "title");
+  title.textContent = `memory (purple, peak ${fmtBytes(u.peak_rss_bytes)}) and CPU cores in use (blue, up to ${maxCpu.toFixed(2)})`;
+  svg.append(title);
+  return svg;
+}
+
 export function mount(root, route) {
   const jobId = route.id;
   let selectedIndex = route.taskIndex;
@@ -76,6 +150,9 @@ export function mount(root, route) {
   const tasksCard = h("div", { class: "card" });
   const childrenCard = h("div", { class: "card", hidden: true });
   const eventsCard = h("div", { class: "card" });
+  const failuresCard = h("div", { class: "card failures", hidden: true });
+  let usageByTask = new Map();
+  let allTasks = false;
   const logView = new LogView();
   const logsCard = h("div", { class: "card logs" }, h("h2", {}, "Logs"), logView.el);
 
@@ -88,6 +165,7 @@ export function mount(root, route) {
       header,
       message,
       h("div", { class: "job-top" }, summary, cliBox),
+      failuresCard,
       tasksCard,
       childrenCard,
       logsCard,
@@ -167,6 +245,18 @@ export function mount(root, route) {
     );
   }
 
+  function renderFailures(d) {
+    const failed = d.tasks.filter((t) => t.failure);
+    failuresCard.hidden = failed.length === 0;
+    if (!failed.length) return;
+    fill(
+      failuresCard,
+      h("h2", {}, failed.length === 1 ? "Why it failed" : `Why ${failed.length} tasks failed`),
+      failed.slice(0, 5).map((t) => failureBlock(t)),
+      failed.length > 5 ? h("p", { class: "dim small" }, `… and ${failed.length - 5} more (iris job summary ${jobId}).`) : null,
+    );
+  }
+
   function renderTasks(d) {
     const now = Date.now() / 1000;
     // The controller sends one page of tasks (task_offset/task_limit); the counts cover them all.
@@ -188,11 +278,15 @@ export function mount(root, route) {
       { label: "Exit", cls: "num", render: (t) => (t.exit_code != null ? String(t.exit_code) : "—") },
       { label: "Started", render: (t) => (t.started_at ? h("span", { class: "nowrap", title: fmtTime(t.started_at) }, fmtAgo(t.started_at, now)) : "—") },
       { label: "Duration", render: (t) => span(t.started_at, t.finished_at, now) },
+      { label: "CPU time", cls: "num", render: (t) => cpuTime(usageByTask.get(t.task_index)) },
+      { label: "Peak memory / limit", render: (t) => memory(usageByTask.get(t.task_index)) },
+      { label: "Usage", render: (t) => sparkline(usageByTask.get(t.task_index)) },
       {
         label: "Error / waiting because",
         cls: "col-info",
         render: (t) =>
-          t.error ? h("span", { class: "err-text", title: t.error }, t.error)
+          t.failure ? h("span", { class: "err-text", title: t.failure.summary }, t.failure.summary)
+          : t.error ? h("span", { class: "err-text", title: t.error }, t.error)
           : t.pending_reason ? h("span", { class: "reason", title: t.pending_reason }, t.pending_reason)
           : "",
       },
@@ -294,10 +388,17 @@ export function mount(root, route) {
         "aria-label": "Task",
         name: "task",
         onchange: (e) => {
+          if (e.target.value === "all") {
+            allTasks = true;
+            syncLogs(detail);
+            return;
+          }
+          allTasks = false;
           location.hash = taskHref(`${jobId}/${e.target.value}`);
         },
       },
-      d.tasks.slice(0, 1000).map((t) => h("option", { value: String(t.task_index), selected: t.task_index === task.task_index }, `task ${t.task_index} · ${t.state.toLowerCase()}`)),
+      d.tasks.length > 1 ? h("option", { value: "all", selected: allTasks }, "all tasks, interleaved") : null,
+      d.tasks.slice(0, 1000).map((t) => h("option", { value: String(t.task_index), selected: !allTasks && t.task_index === task.task_index }, `task ${t.task_index} · ${t.state.toLowerCase()}`)),
     );
     const attemptSelect = h(
       "select",
@@ -314,11 +415,16 @@ export function mount(root, route) {
         ? h("option", {}, "no attempt yet")
         : attempts.map((a) => h("option", { value: a.attempt_uid, selected: a.attempt_uid === uid }, `attempt ${a.attempt_number} · ${a.state.toLowerCase()}`)),
     );
-    logView.setPickers(taskSelect, attemptSelect);
+    logView.setPickers(taskSelect, allTasks ? null : attemptSelect);
+    if (allTasks) {
+      logView.showJob(jobId, { running: !TERMINAL_JOB_STATES.has(d.state) });
+      return;
+    }
     const attempt = attempts.find((a) => a.attempt_uid === uid);
     logView.show(task.task_id, uid || null, {
       taskState: attempt ? attempt.state : task.state,
       pendingReason: task.pending_reason,
+      attemptNumber: attempt ? attempt.attempt_number : null,
     });
   }
 
@@ -346,10 +452,17 @@ export function mount(root, route) {
       return;
     }
     detail = d;
+    try {
+      const usage = await api.jobSummary(jobId);
+      usageByTask = new Map(usage.tasks.map((t) => [t.task_index, t]));
+    } catch {
+      usageByTask = new Map(); // usage is a nice-to-have: the page works without it
+    }
     fill(message);
     document.title = `${d.job_id} · Iris`;
     renderHeader(d);
     renderSummary(d);
+    renderFailures(d);
     renderTasks(d);
     syncLogs(d);
     renderEvents(events.events || []);
