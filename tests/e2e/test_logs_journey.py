@@ -18,8 +18,9 @@ from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, Resource
 IRIS = [sys.executable, "-m", "iris.cli.main"]
 
 CHATTY_THEN_FAIL = (
-    "import sys\n"
-    "blob = bytearray(40 * 1024 * 1024)\n"  # some memory to see as the peak
+    "import sys, time\n"
+    "blob = b'x' * (40 * 1024 * 1024)\n"  # some memory to see as the peak...
+    "time.sleep(1.5)\n"  # ...held for a few usage samples
     "for i in range(10000):\n"
     "    print(f'line {i}')\n"
     "print('bad things happened', file=sys.stderr)\n"
@@ -103,7 +104,7 @@ def test_follow_prints_at_once_and_grep_since_filter_on_the_server(cluster: Loca
     )
     env = {**os.environ, "IRIS_CONTROLLER_URL": cluster.url}
     follow = subprocess.Popen(
-        [*IRIS, "job", "logs", "-f", job.job_id], stdout=subprocess.PIPE, text=True, env=env
+        [*IRIS, "job", "logs", "-f", "--no-color", job.job_id], stdout=subprocess.PIPE, text=True, env=env
     )
     first = follow.stdout.readline() if follow.stdout else ""
     assert first == "tick 0\n"  # printed while the task still runs
@@ -113,7 +114,7 @@ def test_follow_prints_at_once_and_grep_since_filter_on_the_server(cluster: Loca
 
     grep = iris(cluster, "job", "logs", job.job_id, "--grep", "tick [13]")
     assert grep.stdout.splitlines() == ["tick 1", "tick 3"]
-    stamped = iris(cluster, "job", "logs", job.job_id, "--tail", "1", "--timestamps", "--color")
+    stamped = iris(cluster, "job", "logs", job.job_id, "--tail", "1", "--timestamps")
     assert stamped.stdout.endswith("Z \x1b[31mred done\x1b[0m\n")
     bad = iris(cluster, "job", "logs", job.job_id, "--grep", "(")
     assert bad.returncode != 0 and "not a valid regular expression" in bad.stderr

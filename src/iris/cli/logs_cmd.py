@@ -28,6 +28,12 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+def collapse_progress(text: str) -> str:
+    """A line a progress bar rewrote with ``\r``: what it last showed."""
+    parts = [p for p in text.split("\r") if p]
+    return parts[-1] if parts else ""
+
+
 def _prefix(line: StoredLine, job_id: str, children: bool) -> str:
     if not children:
         return f"[task {line.task_index}] "
@@ -65,7 +71,7 @@ def print_failures(detail: JobDetail, *, limit: int = 5) -> None:
         if failure.log_tail:
             console.print(f"  last {len(failure.log_tail)} log lines:")
             for text in failure.log_tail:
-                sys.stdout.write("    " + safe_line(strip_ansi(text)) + "\n")
+                console.print(line("    ", collapse_progress(text)))
     if len(failed) > limit:
         console.print(f"\n... and {len(failed) - limit} more failed tasks (iris job summary shows all)")
     sys.stdout.flush()
@@ -101,8 +107,8 @@ def register(job: click.Group, ctx_client: Callable[[Any], Any], job_id_of: Call
     )
     @click.option(
         "--color/--no-color",
-        default=None,
-        help="Keep ANSI colours (default: only when printing to a terminal).",
+        default=True,
+        help="Keep the output's ANSI colour codes (default) or strip them.",
     )
     @click.pass_obj
     def job_logs(
@@ -118,7 +124,7 @@ def register(job: click.Group, ctx_client: Callable[[Any], Any], job_id_of: Call
         attempt: str | None,
         include_children: bool,
         include_system: bool,
-        color: bool | None,
+        color: bool,
     ) -> None:
         """Print a job's output from the controller (also after its worker is gone): every task's
         lines interleaved by time, with a [task N] prefix when there are several tasks."""
@@ -130,7 +136,6 @@ def register(job: click.Group, ctx_client: Callable[[Any], Any], job_id_of: Call
             raise click.BadParameter(str(exc), param_hint="--since") from None
         if attempt is not None and attempt != "all" and not attempt.isdigit():
             raise click.BadParameter("expected a number or 'all'", param_hint="--attempt")
-        keep_color = sys.stdout.isatty() if color is None else color
         with ctx_client(obj) as client:
             handle = client.job(job_id_of(job_id))
             detail = handle.detail()
@@ -147,7 +152,7 @@ def register(job: click.Group, ctx_client: Callable[[Any], Any], job_id_of: Call
             try:
                 for line in handle.iter_logs(follow=follow, tail=tail, **filters):
                     prefix = _prefix(line, detail.job_id, include_children) if multi else ""
-                    write_line(line, prefix=prefix, timestamps=timestamps, color=keep_color)
+                    write_line(line, prefix=prefix, timestamps=timestamps, color=color)
                     sys.stdout.flush()
             except KeyboardInterrupt:
                 pass

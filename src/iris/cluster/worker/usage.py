@@ -70,7 +70,7 @@ def tree_usage(pid: int) -> tuple[float, int] | None:
 
 
 class UsageSampler:
-    def __init__(self, pids_dir: Path, *, interval_s: float = 1.0) -> None:
+    def __init__(self, pids_dir: Path, *, interval_s: float = 0.5) -> None:
         self._pids_dir = Path(pids_dir)
         self._interval_s = interval_s
         self._tallies: dict[str, _Tally] = {}
