@@ -98,7 +98,18 @@ def test_live_status_on_a_terminal(cluster: LocalCluster, workdir: Path) -> None
     master, slave = os.openpty()
     proc = subprocess.Popen(
         # More CPU than the cluster has: the job waits with a reason, then gives up.
-        [*IRIS, "job", "run", "--cpu", "64", "--scheduling-timeout", "2", "--", "true"],
+        [
+            *IRIS,
+            "job",
+            "run",
+            "--cpu",
+            "64",
+            "--scheduling-timeout",
+            "2",
+            "--wait-for-capacity",
+            "--",
+            "true",
+        ],
         stdout=subprocess.PIPE,
         stderr=slave,
         stdin=subprocess.DEVNULL,

@@ -67,7 +67,13 @@ def seeded() -> Iterator[SeededCluster]:
         submit("hello", ["echo", "hello from iris"], user="alice")
         submit("broken", ["sh", "-c", "echo about to fail; echo 'model diverged' >&2; exit 3"], user="alice")
         submit("sleeper", ["sleep", "300"], user="bob", replicas=2)
-        submit("huge", ["true"], user="bob", resources=ResourceSpec(cpu=64, memory="64MB"))
+        submit(
+            "huge",
+            ["true"],
+            user="bob",
+            resources=ResourceSpec(cpu=64, memory="64MB"),
+            wait_for_capacity=True,
+        )
         submit("doomed", ["sleep", "300"], user="bob")
         submit("ticker", TICKER, user="carol")
         parent = submit("pipeline", ["sleep", "300"], user="carol")

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.conftest import wait_until
+from tests.conftest import free_port, wait_until
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec
+from iris.rpc.errors import IrisError
 
 IRIS = [sys.executable, "-m", "iris.cli.main"]
 
@@ -118,3 +119,71 @@ def test_follow_prints_at_once_and_grep_since_filter_on_the_server(cluster: Loca
     assert stamped.stdout.endswith("Z \x1b[31mred done\x1b[0m\n")
     bad = iris(cluster, "job", "logs", job.job_id, "--grep", "(")
     assert bad.returncode != 0 and "not a valid regular expression" in bad.stderr
+
+
+def _spawn(argv: list[str], log: Path) -> subprocess.Popen[bytes]:
+    out = log.open("ab")
+    return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def test_nothing_is_lost_when_the_controller_is_killed_mid_log(tmp_path: Path) -> None:
+    """kill -9 of the controller while a task prints: the worker resends what was not acknowledged."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    controller_argv = [
+        *IRIS,
+        "controller",
+        "start",
+        "--port",
+        str(port),
+        "--state-dir",
+        str(tmp_path / "c"),
+        "--tick",
+        "0.5",
+    ]
+    controller = _spawn(controller_argv, tmp_path / "controller.log")
+    worker = _spawn(
+        [*IRIS, "worker", "start", "--controller", url, "--worker-id", "w0", "--cpu", "2", "--memory", "2GB",
+         "--state-dir", str(tmp_path / "w0"), "--reregister-after", "1"],
+        tmp_path / "w0.log",
+    )  # fmt: skip
+    marker = tmp_path / "go"
+    client = IrisClient(url)
+    script = (
+        "import os, time\n"
+        "i = 0\n"
+        f"while not os.path.exists({str(marker)!r}) or i < 300:\n"
+        "    print(f'n {i}', flush=True)\n"
+        "    i += 1\n"
+        "    time.sleep(0.01)\n"
+    )
+    try:
+        wait_until(lambda: _workers(client) == 1, timeout=60, what="the worker registered")
+        job = client.submit(
+            name="printer",
+            entrypoint=Entrypoint.from_command(sys.executable, "-c", script),
+            resources=ResourceSpec(cpu=0.5, memory="128MB"),
+        )
+        wait_until(lambda: job.query_logs(tail=1).lines, timeout=60, what="first lines stored")
+        controller.send_signal(signal.SIGKILL)
+        controller.wait(timeout=30)
+        controller = _spawn(controller_argv, tmp_path / "controller.log")
+        wait_until(lambda: _workers(client) == 1, timeout=60, what="the worker back with the new controller")
+        marker.touch()
+        assert job.wait(timeout=120).state is JobState.SUCCEEDED
+        lines = [line.line for line in job.iter_logs(follow=True)]
+        assert lines == [f"n {i}" for i in range(len(lines))] and len(lines) >= 300
+    finally:
+        client.close()
+        for proc in (worker, controller):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in (worker, controller):
+            proc.wait(timeout=30)
+
+
+def _workers(client: IrisClient) -> int:
+    try:
+        return len(client.workers().workers)
+    except IrisError:
+        return -1

@@ -163,6 +163,7 @@ def test_scheduling_timeout_makes_an_unfittable_job_unschedulable(j: Journey) ->
         name="huge",
         resources=ResourceSpec(cpu=1000, memory="64MB"),
         scheduling_timeout=deadline,
+        wait_for_capacity=True,  # no worker could ever run it: it would be refused at once otherwise
     )
     j.step(lambda: "cpu" in (job.tasks()[0].pending_reason or ""), what="a pending reason naming cpu")
     detail = j.step(lambda: finished(j, job), timeout=30, what="job unschedulable")

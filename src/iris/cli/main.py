@@ -626,6 +626,11 @@ TPU = _Parsed("tpu", _check_tpu)
 @click.option(
     "--dry-run", is_flag=True, help="Say whether and where the job would place now; submit nothing."
 )
+@click.option(
+    "--wait-for-capacity",
+    is_flag=True,
+    help="Queue the job even if no worker or scale group could run it now (workers that fit will join).",
+)
 @click.option("--no-wait", is_flag=True, help="Submit, print the job id and return.")
 @click.option("--json", "as_json", is_flag=True, help="With --no-wait: print the job id as JSON.")
 @click.option(
@@ -667,6 +672,7 @@ def job_run(
     scheduling_timeout: float | None,
     priority: str,
     dry_run: bool,
+    wait_for_capacity: bool,
     no_wait: bool,
     as_json: bool,
     no_workspace: bool,
@@ -726,6 +732,7 @@ def job_run(
         timeout=timeout,
         scheduling_timeout=scheduling_timeout,
         priority=priority,
+        wait_for_capacity=wait_for_capacity,
     )
     if pip_packages:
         submit_kwargs["environment"] = EnvironmentSpec(pip_packages=list(pip_packages))

@@ -125,6 +125,7 @@ class IrisClient:
         user: str | None = None,
         parent_job_id: str | None = None,
         existing_job_policy: str = "replace_finished",
+        wait_for_capacity: bool = False,
         workspace: str | Path | bool | None = None,
         bundle_id: str | None = None,
     ) -> Job:
@@ -178,6 +179,7 @@ class IrisClient:
         user: str | None = None,
         parent_job_id: str | None = None,
         existing_job_policy: str = "replace_finished",
+        wait_for_capacity: bool = False,
     ) -> JobSpec:
         if entrypoint is None:
             from iris.rpc.errors import InvalidArgument
@@ -205,6 +207,7 @@ class IrisClient:
             user=user or default_user(),
             parent_job_id=parent_job_id or self.parent_job_id,
             existing_job_policy=existing_job_policy,  # type: ignore[arg-type]
+            wait_for_capacity=wait_for_capacity,
         )
         return spec
 

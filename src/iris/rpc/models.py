@@ -257,6 +257,9 @@ class JobSpec(WireModel):
     # What to do when a job of this name exists: replace it if finished (else error), always
     # error, or keep the existing job and return its id.
     existing_job_policy: Literal["replace_finished", "error", "keep"] = "replace_finished"
+    # Queue the job even when no registered worker and no scale group could ever run it (workers
+    # that fit are expected to join); without it such a job is refused at submission.
+    wait_for_capacity: bool = False
 
     @field_validator("env")
     @classmethod

@@ -24,6 +24,7 @@ from iris.cluster.controller.auth import Authenticator
 from iris.cluster.controller.autoscaler import demand_from_requests, slice_usage_from_workers
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind, TaskTarget
 from iris.cluster.controller.bundles import BundleStore
+from iris.cluster.controller.capacity import dry_run_from_groups, workers_misfit
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.job_state import rollup_job_state
 from iris.cluster.controller.logstore import LogStore
@@ -334,12 +335,31 @@ class Controller:
         return job_id
 
     def _check_fits_somewhere(self, spec: JobSpec) -> None:
-        """Reject at submit a job that no configured scale group could ever host."""
-        if not self.autoscaler_configured:
+        """Reject at submit a job that no registered worker and no scale group could ever host
+        (unless it asks to wait for capacity); see capacity.py."""
+        if self._descriptor.kind is not BackendKind.WORKER or spec.wait_for_capacity:
             return
-        reason = self.autoscaler.unfittable_reason(spec.resources, spec.constraints)
-        if reason:
-            raise InvalidArgument(f"no scale group can ever run this job: {reason}")
+        gang = spec.replicas if spec.coscheduling else 1
+        group_by = spec.coscheduling.group_by if spec.coscheduling else None
+        with self.db.read() as cur:
+            workers = [(w.worker_id, w.capacity, w.attributes) for w in store.list_workers(cur)]
+        worker_reason = workers_misfit(
+            workers, spec.resources, spec.constraints, replicas=gang, group_by=group_by
+        )
+        if not self.autoscaler_configured:
+            if worker_reason:
+                raise InvalidArgument(
+                    f"no worker can ever run this job: {worker_reason}"
+                    " (submit with --wait-for-capacity to queue it for workers yet to join)"
+                )
+            return
+        group_reason = self.autoscaler.unfittable_reason(spec.resources, spec.constraints, gang, group_by)
+        if group_reason and (not workers or worker_reason):
+            also = f"; and {worker_reason}" if worker_reason else ""
+            raise InvalidArgument(
+                f"no scale group can ever run this job: {group_reason}{also}"
+                " (submit with --wait-for-capacity to queue it anyway)"
+            )
 
     def stop_job(self, job_id: str) -> JobState:
         now = self.clock()
@@ -602,6 +622,9 @@ class Controller:
         with self.db.read() as cur:
             workers = store.list_workers(cur)
             usage = store.worker_usage(cur)
+        if not workers and self.autoscaler_configured:
+            would, summary = dry_run_from_groups(spec, self.autoscaler.groups)
+            return {"job_id": str(name), "would_place": would, "summary": summary}
         views, running = self._fleet(workers, usage)
         snap = self._scheduling_snapshot()
         queued = snap[3] if snap else []

@@ -68,6 +68,39 @@ def attempt_done(row: Any, meta: AttemptLog | None, now: float) -> bool:
     return row["worker_address"] is None or finished is None or now - finished > SHIPPING_GRACE_S
 
 
+def settle(controller: Any, logs: LogStore, attempts: list[tuple[str, str]], budget_s: float = 2.0) -> None:
+    """Make a read as fresh as the machine's own log: on Kubernetes copy the pods' logs now; on
+    workers wait (briefly) for the last lines of attempts that have just ended."""
+    attempts = [(uid, task_id) for uid, task_id in attempts if not _final(logs, uid)]
+    if not attempts:
+        return
+    collector = getattr(controller, "_pod_logs", None)
+    if collector is not None:
+        collector.refresh(attempts)
+        return
+    deadline = time.monotonic() + budget_s
+    while time.monotonic() < deadline:
+        with controller.db.read() as cur:
+            rows = store.attempt_rows(cur, [uid for uid, _ in attempts])
+        now = time.time()
+        attempts = [
+            (uid, task_id)
+            for uid, task_id in attempts
+            if not _final(logs, uid)
+            and (row := rows.get(uid)) is not None
+            and TaskState(row["state"]) in TERMINAL_TASK_STATES
+            and not attempt_done(row, None, now)  # ended a moment ago, on a worker that is still there
+        ]
+        if not attempts:
+            return
+        logs.wait_for_lines(min(0.2, max(0.0, deadline - time.monotonic())))
+
+
+def _final(logs: LogStore, uid: str) -> bool:
+    meta = logs.attempt(uid)
+    return meta is not None and meta.final
+
+
 def log_tail_text(logs: LogStore, attempt_uid: str, n: int = TAIL_LINES) -> list[str]:
     """The last ``n`` output lines (no system lines) of an attempt."""
     if logs.attempt(attempt_uid) is None:
@@ -85,6 +118,13 @@ def attach_failures(controller: Any, detail: JobDetail) -> JobDetail:
     if not failed:
         return detail
     uids = [t.current_attempt_uid for t in failed if t.current_attempt_uid]
+    if logs is not None:
+        settle(
+            controller,
+            logs,
+            [(t.current_attempt_uid, t.task_id) for t in failed if t.current_attempt_uid],
+            1.0,
+        )
     usage = logs.usage(uids) if logs is not None else {}
     preemptors: dict[str, str] = {}
     if any(t.state is TaskState.PREEMPTED or t.preemption_count for t in failed):
@@ -217,6 +257,7 @@ def add_log_routes(
             return Response(page.model_dump_json(), media_type="application/json")
         if row is None or row["task_id"] != task_id:
             raise NotFound(f"attempt {uid} of task {task_id} does not exist")
+        settle(controller, logs, [(uid, task_id)])
         meta = logs.attempt(uid)
         if meta is None and fallback_task_logs is not None and not attempt_done(row, None, time.time()):
             try:  # nothing shipped yet: ask the machine running it
@@ -288,6 +329,7 @@ def add_log_routes(
         )
         query.compiled()  # a bad pattern is a 400 before any reading
         deadline = time.monotonic() + wait_s
+        settled = False
         while True:
             with controller.db.read() as cur:
                 job = store.get_job(cur, job_id)
@@ -298,6 +340,14 @@ def add_log_routes(
                 if include_children and jobs_done:
                     jobs_done = all(TaskState(t["state"]) in TERMINAL_TASK_STATES for t in tasks)
             current = {t["task_id"]: t["current_attempt_uid"] for t in tasks if t["current_attempt_uid"]}
+            if not settled:
+                settled = True
+                wanted = [
+                    (uid, task_id)
+                    for task_id, uid in current.items()
+                    if query.tasks is None or _index(task_id) in query.tasks
+                ]
+                settle(controller, logs, wanted[:MAX_DIAGNOSED])
             chosen = select_attempts(
                 logs.attempts_of_job(job_id, include_children=include_children), query, current
             )

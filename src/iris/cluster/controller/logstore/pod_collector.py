@@ -16,7 +16,7 @@ from typing import Any
 from iris.cluster.controller import store
 from iris.cluster.controller.logstore.log_store import LogStore
 from iris.cluster.types import TaskTarget
-from iris.rpc.enums import TERMINAL_TASK_STATES
+from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.errors import IrisError
 from iris.rpc.log_models import LogChunk, LogPushRequest
 
@@ -73,10 +73,21 @@ class PodLogCollector:
             self._tracked.setdefault(attempt.attempt_uid, attempt.task_id)
             if attempt.state not in TERMINAL_TASK_STATES:
                 running.add(attempt.attempt_uid)
+        self.refresh(list(self._tracked.items()), running)
+
+    def refresh(self, attempts: list[tuple[str, str]], running: set[str] | None = None) -> None:
+        """Copy what is new in these attempts' pod logs now (uid, task id); a reader calls this so
+        it never waits for the next poll. ``running``: attempts known not to have ended."""
         backend = self._controller.pod_backend
         if backend is None:
             return
-        for uid, task_id in list(self._tracked.items()):
+        if running is None:
+            with self._controller.db.read() as cur:
+                rows = store.attempt_rows(cur, [uid for uid, _ in attempts])
+            running = {
+                uid for uid, row in rows.items() if TaskState(row["state"]) not in TERMINAL_TASK_STATES
+            }
+        for uid, task_id in attempts:
             if self._stop.is_set():
                 return
             meta = self._logs.attempt(uid)

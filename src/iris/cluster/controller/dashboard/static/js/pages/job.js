@@ -2,6 +2,7 @@
 
 import { api } from "../api.js";
 import { LogView } from "../components/logs.js";
+import { spark } from "../components/spark.js";
 import { badge, confirmDialog, copyText, fill, h, kvList, notice, table, toast } from "../dom.js";
 import {
   TERMINAL_JOB_STATES, TERMINAL_TASK_STATES, ancestorJobIds, cliEquivalent, fmtAgo, fmtBytes, fmtClock,
@@ -99,39 +100,18 @@ function memory(u) {
   return h("span", { class: hot ? "err-text nowrap" : "nowrap" }, `${fmtBytes(u.peak_rss_bytes)}${limit}`);
 }
 
-/** A tiny memory-over-time line (and CPU use as a second line) from an attempt's usage history. */
+/** Memory (purple) and CPU cores in use (blue) over the attempt's life, from its usage history. */
 function sparkline(u) {
   const pts = (u && u.history) || [];
-  if (pts.length < 2) return "—";
-  const W = 160;
-  const H = 36;
-  const t0 = pts[0].ts;
-  const span = Math.max(1e-6, pts[pts.length - 1].ts - t0);
-  const maxMem = Math.max(u.memory_limit_bytes || 0, ...pts.map((p) => p.rss_bytes), 1);
-  const rates = pts.map((p, i) => (i === 0 ? 0 : (p.cpu_seconds - pts[i - 1].cpu_seconds) / Math.max(1e-6, p.ts - pts[i - 1].ts)));
-  const maxCpu = Math.max(1, ...rates);
-  const path = (ys) => ys.map((y, i) => `${i ? "L" : "M"}${(((pts[i].ts - t0) / span) * W).toFixed(1)},${(H - 2 - y * (H - 4)).toFixed(1)}`).join(" ");
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
-  svg.setAttribute("class", "usage-chart");
-  svg.setAttribute("role", "img");
-  svg.setAttribute("aria-label", "memory and CPU over time");
-  for (const [d, color] of [
-    [path(pts.map((p) => p.rss_bytes / maxMem)), "#7c3aed"],
-    [path(rates.map((r) => r / maxCpu)), "#0ea5e9"],
-  ]) {
-    const line = document.createElementNS(ns, "path");
-    line.setAttribute("d", d);
-    line.setAttribute("fill", "none");
-    line.setAttribute("stroke", color);
-    line.setAttribute("stroke-width", "1.5");
-    svg.append(line);
-  }
-  const title = document.createElementNS(ns, "title");
-  title.textContent = `memory (purple, peak ${fmtBytes(u.peak_rss_bytes)}) and CPU cores in use (blue, up to ${maxCpu.toFixed(2)})`;
-  svg.append(title);
-  return svg;
+  const cores = pts.map((p, i) => [p.ts, i === 0 ? 0 : (p.cpu_seconds - pts[i - 1].cpu_seconds) / Math.max(1e-6, p.ts - pts[i - 1].ts)]);
+  const chart = spark(
+    [
+      { points: pts.map((p) => [p.ts, p.rss_bytes]), max: u ? u.memory_limit_bytes : 0, color: "#7c3aed" },
+      { points: cores, max: 1, color: "#0ea5e9" },
+    ],
+    u ? `memory (purple, peak ${fmtBytes(u.peak_rss_bytes)}) and CPU cores in use (blue)` : "",
+  );
+  return chart || "—";
 }
 
 export function mount(root, route) {

@@ -3,6 +3,7 @@
 import { api } from "../api.js";
 import { badge, fill, h, meter, notice, table } from "../dom.js";
 import { fmtAgo, fmtBytes, fmtCpu, fmtPercent, fmtTime } from "../format.js";
+import { spark } from "../components/spark.js";
 import { Poller } from "../poll.js";
 import { taskHref } from "../router.js";
 
@@ -41,19 +42,30 @@ function running(tasks) {
   );
 }
 
-function health(w) {
+function health(w, samples) {
   const hl = w.health;
   if (!hl) return h("span", { class: "dim" }, "no report yet");
+  const chart = spark(
+    [
+      { points: samples.map((p) => [p.ts, p.cpu]), max: 100, color: "#0ea5e9" },
+      { points: samples.map((p) => [p.ts, p.mem]), max: w.capacity?.memory_bytes || 0, color: "#7c3aed" },
+    ],
+    "host CPU % (blue) and memory in use (purple) since this page opened",
+  );
   return h(
     "div",
     { class: "small" },
     h("div", {}, `host cpu ${Math.round(hl.cpu_percent)}% · mem ${fmtBytes(hl.memory_used_bytes)}`),
+    chart,
     h("div", { class: "dim" }, `disk free ${fmtBytes(hl.disk_free_bytes)}`),
     hl.error ? h("div", { class: "err-text" }, hl.error) : null,
   );
 }
 
+const HISTORY = 90; // samples kept per worker (one per poll: three minutes)
+
 export function mount(root) {
+  const history = new Map();
   const subtitle = h("span", { class: "sub" });
   const totals = h("div", { class: "stat-row" });
   const message = h("div", { class: "message" });
@@ -85,6 +97,13 @@ export function mount(root) {
     fill(message);
     const now = Date.now() / 1000;
     const ws = data.workers || [];
+    for (const w of ws) {
+      if (!w.health) continue;
+      const list = history.get(w.worker_id) || [];
+      list.push({ ts: now, cpu: w.health.cpu_percent, mem: w.health.memory_used_bytes });
+      if (list.length > HISTORY) list.shift();
+      history.set(w.worker_id, list);
+    }
     const by = (s) => ws.filter((w) => w.status === s).length;
     const cap = ws.filter((w) => w.status !== "DEAD").reduce((a, w) => a + (w.capacity?.cpu_millicores || 0), 0);
     const used = ws.filter((w) => w.status !== "DEAD").reduce((a, w) => a + (w.used?.cpu_millicores || 0), 0);
@@ -110,7 +129,7 @@ export function mount(root) {
           { label: "Reserved", cls: "col-util", render: utilisation },
           { label: "Running", render: (w) => running(w.running_tasks) },
           { label: "Attributes", render: (w) => attributes(w.attributes) },
-          { label: "Health", render: health },
+          { label: "Health", render: (w) => health(w, history.get(w.worker_id) || []) },
           { label: "Last contact", render: (w) => h("span", { title: fmtTime(w.last_contact_at) }, fmtAgo(w.last_contact_at, now)) },
           { label: "Group", render: (w) => (w.scale_group || w.slice_id ? h("div", { class: "small" }, w.scale_group || "", w.slice_id ? h("div", { class: "mono dim" }, w.slice_id) : null) : h("span", { class: "dim" }, "—")) },
         ],
