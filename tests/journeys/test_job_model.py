@@ -156,8 +156,8 @@ def test_sub_job_lives_under_its_parent_and_dies_with_it(j: Journey) -> None:
 
 
 def test_scheduling_timeout_makes_an_unfittable_job_unschedulable(j: Journey) -> None:
-    # Kueue's explanation reaches us on its next Workload read, so give the sandbox a little longer.
-    deadline = 3 if j.backend == "worker" else 6
+    # Kueue's explanation reaches us on its next Workload read, so give Kubernetes a little longer.
+    deadline = {"worker": 3, "kubernetes": 6}.get(j.substrate, 15)
     job = j.client.submit(
         Entrypoint.from_command("true"),
         name="huge",

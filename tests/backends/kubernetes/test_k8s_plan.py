@@ -83,6 +83,16 @@ def test_stop_keeps_a_finished_pod_for_its_logs() -> None:
     assert obs.runtime_released and obs.state is TaskState.FAILED and obs.exit_code == 2
 
 
+def test_stop_of_a_pod_our_delete_ended_is_the_stop() -> None:
+    """Killed by our delete, the pod turns Failed (exit 143) before it goes: that is the stop's
+    outcome, not a program failure."""
+    killed = pod("a", phase="Failed", container_state=terminated(143), deleting=True)
+    p = plan([stop("a", StopReason.PREEMPTED)], [killed])
+    assert p.deletes == ()
+    obs = p.observations["a"]
+    assert obs.state is TaskState.PREEMPTED and obs.runtime_released
+
+
 def test_live_stray_is_deleted() -> None:
     p = plan([], [pod("z", phase="Running", container_state=running())])
     assert [(d.name, d.why) for d in p.deletes] == [("p-z", "stray")]

@@ -158,6 +158,9 @@ def _stop(
     state = stopped_state(attempt.stop_reason)
     if pod is None:
         return AttemptObservation(attempt_uid=uid, state=state, runtime_released=True, message="pod deleted")
+    if is_terminal_pod(pod) and is_deleting(pod):
+        # Ended by the delete we sent (its exit code is the kill's): the stop's outcome, released.
+        return AttemptObservation(attempt_uid=uid, state=state, runtime_released=True, message="pod stopped")
     if is_terminal_pod(pod):
         obs = map_pod_status(pod, now=0.0, image_pull_grace_s=0.0)
         return to_observation(uid, obs)
