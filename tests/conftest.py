@@ -28,3 +28,7 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+# The real control plane (session-scoped; tests using it carry the real_k8s marker).
+from iris.testing.control_plane.pytest_plugin import real_control_plane  # noqa: E402, F401

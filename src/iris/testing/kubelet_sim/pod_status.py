@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from iris.testing.conditions import set_condition
+from iris.testing.fake_apiserver import utc_timestamp
 
 POD_IP = "127.0.0.1"
 
@@ -44,7 +45,7 @@ def _init_statuses(pod: dict[str, Any]) -> list[dict[str, Any]]:
     for container in (pod.get("spec") or {}).get("initContainers") or []:
         sidecar = container.get("restartPolicy") == "Always"
         state = (
-            {"running": {"startedAt": ""}}
+            {"running": {"startedAt": utc_timestamp()}}
             if sidecar
             else {"terminated": {"exitCode": 0, "reason": "Completed"}}
         )

@@ -9,9 +9,7 @@ the real one does it every 20 s, this one at once), reacting to in-process chang
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-import os
 import subprocess
 import threading
 import time
@@ -24,11 +22,11 @@ from iris.testing.conditions import get_condition
 from iris.testing.events import record_pod_event
 from iris.testing.fake_apiserver import NODES, PODS, ApiError, FakeApiServer, ResourceType, utc_timestamp
 from iris.testing.informer import Informer
-from iris.testing.k8s_quantity import parse_quantity, pod_requests
+from iris.testing.k8s_quantity import pod_requests
 from iris.testing.kubelet_sim import pod_status
-from iris.testing.kubelet_sim.container_env import ContainerConfigError, build_environment, container_argv
-from iris.testing.kubelet_sim.mounts import container_mounts, pod_volumes, to_host
+from iris.testing.kubelet_sim.mounts import pod_volumes
 from iris.testing.kubelet_sim.nodes import NodeSpec, node_object
+from iris.testing.kubelet_sim.plans import pod_plan
 from iris.testing.kubelet_sim.runner import ContainerPlan, ContainerRunner, StatusUpdate
 from iris.testing.kubelet_sim.scheduling import node_info, schedule_pod
 
@@ -305,45 +303,13 @@ class KubeletSimulator:
         self._wakeup.set()
 
     def _plan(self, pod: dict[str, Any], cwd: Path) -> ContainerPlan:
-        volumes = pod_volumes(pod, cwd)
-        inits = [self._container_plan(pod, c, cwd, volumes) for c in pod["spec"].get("initContainers") or []]
-        plan = self._container_plan(pod, pod["spec"]["containers"][0], cwd, volumes)
-        return dataclasses.replace(plan, init=inits) if plan.failure is None else plan
-
-    def _container_plan(
-        self, pod: dict[str, Any], container: dict[str, Any], cwd: Path, volumes: dict[str, Path]
-    ) -> ContainerPlan:
-        image = str(container.get("image", ""))
-        base = {k: os.environ[k] for k in self.host_env_passthrough if k in os.environ}
-        base.update(HOME=str(cwd), HOSTNAME=pod["metadata"]["name"])
-        limits = (container.get("resources") or {}).get("limits") or {}
-        memory_limit = int(parse_quantity(limits["memory"])) if "memory" in limits else None
-        deadline = (pod.get("spec") or {}).get("activeDeadlineSeconds")
-        failure: tuple[str, str] | None = None
-        env: dict[str, str] = base
-        if "does-not-exist" in image:
-            failure = (
-                "ErrImagePull",
-                f'failed to pull and unpack image "{image}": failed to resolve reference "{image}": not found',
-            )
-        else:
-            try:
-                env = build_environment(pod, container, base, self._lookup)
-            except ContainerConfigError as exc:
-                failure = ("CreateContainerConfigError", str(exc))
-        mounts = container_mounts(container, volumes)
-        env = {k: to_host(v, mounts) for k, v in env.items()}
-        workdir = container.get("workingDir")
-        return ContainerPlan(
-            argv=[to_host(a, mounts) for a in container_argv(container, env)],
-            env=env,
-            cwd=Path(to_host(workdir, mounts)) if workdir and to_host(workdir, mounts) != workdir else cwd,
-            image=image,
-            memory_limit_bytes=memory_limit,
-            active_deadline_seconds=int(deadline) if deadline is not None else None,
-            failure=failure,
+        return pod_plan(
+            pod,
+            cwd,
+            pod_volumes(pod, cwd),
+            self._lookup,
+            host_env_passthrough=self.host_env_passthrough,
             image_pull_backoff_after=self.image_pull_backoff_after,
-            name=str(container.get("name", "")),
         )
 
     def _lookup(self, resource: ResourceType, namespace: str, name: str) -> dict[str, Any] | None:

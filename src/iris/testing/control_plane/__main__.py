@@ -1,0 +1,98 @@
+"""``python -m iris.testing.control_plane up|down|status`` (what ``scripts/k8s-control-plane`` runs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from iris.testing.control_plane.binaries import MissingBinaries, cache_root
+from iris.testing.control_plane.cluster import (
+    STATE_FILE,
+    ControlPlane,
+    ControlPlaneOptions,
+    start_control_plane,
+    stop_run_dir,
+)
+from iris.testing.control_plane.processes import StartupError, alive
+
+
+def _default_run_dir() -> Path:
+    return cache_root() / "run"
+
+
+def _summary(cp: ControlPlane) -> dict[str, object]:
+    return {
+        "server_url": cp.server_url,
+        "admin_kubeconfig": str(cp.admin_kubeconfig),
+        "controller_kubeconfig": str(cp.controller_kubeconfig),
+        "namespace": cp.namespace,
+        "local_queue": cp.local_queue,
+        "cluster_queue": cp.cluster_queue,
+        "node_names": cp.node_names,
+        "run_dir": str(cp.run_dir),
+        "versions": cp.versions,
+        "ready_seconds": cp.ready_seconds,
+    }
+
+
+def _up(args: argparse.Namespace) -> int:
+    run_dir: Path = args.run_dir
+    state = run_dir / STATE_FILE
+    if state.is_file():
+        pids = json.loads(state.read_text()).get("pids") or {}
+        if any(alive(pid) for pid in pids.values()):
+            print(f"a control plane is already running from {run_dir}; run `down` first", file=sys.stderr)
+            return 1
+        stop_run_dir(run_dir)
+    options = ControlPlaneOptions(
+        nodes=args.nodes, node_cpu=args.node_cpu, node_memory=args.node_memory, run_dir=run_dir
+    )
+    cp = start_control_plane(options)
+    print(json.dumps(_summary(cp), indent=2))
+    print(f"\nexport KUBECONFIG={cp.admin_kubeconfig}", file=sys.stderr)
+    return 0
+
+
+def _down(args: argparse.Namespace) -> int:
+    if not stop_run_dir(args.run_dir):
+        print(f"no control plane state in {args.run_dir}", file=sys.stderr)
+        return 1
+    print(f"stopped the control plane of {args.run_dir}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    state = args.run_dir / STATE_FILE
+    if not state.is_file():
+        print(f"no control plane state in {args.run_dir}", file=sys.stderr)
+        return 1
+    data = json.loads(state.read_text())
+    for name, pid in (data.get("pids") or {}).items():
+        print(f"{name:<26} pid {pid:<8} {'running' if alive(pid) else 'stopped'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/k8s-control-plane")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("up", "down", "status"):
+        command = sub.add_parser(name)
+        command.add_argument(
+            "--run-dir", type=Path, default=_default_run_dir(), help="state, logs, kubeconfigs"
+        )
+        if name == "up":
+            command.add_argument("--nodes", type=int, default=2)
+            command.add_argument("--node-cpu", default="4")
+            command.add_argument("--node-memory", default="8Gi")
+    args = parser.parse_args(argv)
+    try:
+        return {"up": _up, "down": _down, "status": _status}[args.command](args)
+    except (MissingBinaries, StartupError) as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
