@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import wait_until
 
 from iris.client import (
     CoschedulingConfig,
@@ -23,7 +24,7 @@ from iris.client import (
     LocalCluster,
     ResourceSpec,
 )
-from iris.testing.fake_devices import write_fake_nvidia_smi
+from iris.testing.fake_devices import write_fake_nvidia_smi, write_fake_tpu_chips
 
 # Each task prints its GPUs, then waits (bounded) until its sibling printed too: both hold their
 # GPUs at the same moment, so disjointness is really tested.
@@ -192,3 +193,67 @@ def test_split_gpus_deals_contiguous_shares(fake_gpus: Path) -> None:
     assert split_gpus(3) == ["0,1", "2", "3"]
     assert split_gpus(5) == ["0", "1", "2", "3", ""]
     assert split_gpus(2, {"CUDA_VISIBLE_DEVICES": "1,2,3"}) == ["1,2", "3"]
+
+
+def test_cli_tpu_slice_of_two_hosts_runs_one_task_per_host_with_its_whole_host(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.worker.harness import start_worker
+
+    write_fake_tpu_chips(tmp_path / "dev", 4)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'no-gpus'}{os.pathsep}{os.environ['PATH']}")
+    for key, value in {
+        "IRIS_DEVICE_DIR": str(tmp_path / "dev"),
+        "TPU_ACCELERATOR_TYPE": "v5litepod-8",
+        "TPU_CHIPS_PER_HOST_BOUNDS": "2,2,1",
+        "TPU_WORKER_HOSTNAMES": "host-a,host-b",
+    }.items():
+        monkeypatch.setenv(key, value)
+    with LocalCluster(workers=0, state_dir=tmp_path / "cluster", tick_s=0.5) as cluster:
+        hosts = []
+        try:
+            for i in (0, 1):
+                monkeypatch.setenv("TPU_WORKER_ID", str(i))  # each host of the slice knows its place
+                hosts.append(
+                    start_worker(
+                        tmp_path,
+                        cluster.url,
+                        "--cpu",
+                        "1",
+                        "--memory",
+                        "1GB",
+                        worker_id=f"tpu-{i}",
+                        wait_registered=False,
+                    )
+                )
+            with IrisClient(cluster.url) as client:  # --tpu reads what the registered workers offer
+                wait_until(lambda: len(client.workers().workers) == 2, what="both TPU hosts registered")
+            script = (
+                'echo "host $TPU_WORKER_ID task $IRIS_TASK_INDEX of $IRIS_NUM_TASKS chips $TPU_VISIBLE_CHIPS"'
+            )
+            run = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "iris.cli.main",
+                    "job",
+                    "run",
+                    "--name",
+                    "slice",
+                    "--tpu",
+                    "v5litepod-8",
+                ]
+                + ["--cpu", "0.5", "--memory", "128", "--no-workspace", "--", "sh", "-c", script],
+                capture_output=True,
+                text=True,
+                env={**os.environ, "IRIS_CONTROLLER_URL": cluster.url},
+                timeout=180,
+            )
+        finally:
+            for host in hosts:
+                host.stop()
+    assert run.returncode == 0, run.stderr
+    found = sorted(re.findall(r"host (\d) task (\d) of (\d) chips ([\d,]+)", run.stdout))
+    assert len(found) == 2, run.stdout
+    assert {h for h, _, _, _ in found} == {"0", "1"} and {t for _, t, _, _ in found} == {"0", "1"}
+    assert all(n == "2" and chips == "0,1,2,3" for _, _, n, chips in found), found
