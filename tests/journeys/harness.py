@@ -14,6 +14,7 @@ it waits, so the invariants are checked on every state the cluster passes throug
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import time
@@ -36,9 +37,15 @@ T = TypeVar("T")
 
 KUBECTL = "kubectl"
 SUBSTRATES = ("worker", "kubernetes", "real_k8s")
+# The real control plane as a parameter (marker real_k8s, session fixture real_control_plane).
+# It joins as soon as the control-plane test package is in the tree.
+REAL_K8S: list[Any] = (
+    [pytest.param("real_k8s", marks=pytest.mark.real_k8s)]
+    if importlib.util.find_spec("iris.testing.control_plane") is not None
+    else []
+)
 # The one parametrisation of backend-neutral journeys: every substrate, the same assertions.
-# (real_k8s joins once the session fixture real_control_plane is in tests/conftest.py.)
-SUBSTRATE_PARAMS: list[Any] = ["worker", "kubernetes"]
+SUBSTRATE_PARAMS: list[Any] = ["worker", "kubernetes", *REAL_K8S]
 
 
 @dataclass
