@@ -56,7 +56,7 @@ class LogShipper:
         usage: Callable[[str], AttemptUsage | None] | None = None,
         token: str | None = None,
         interval_s: float = 0.05,
-        max_push_bytes: int = 1024 * 1024,
+        max_push_bytes: int = 256 * 1024,
     ) -> None:
         self._url = controller_url.rstrip("/") + "/api/v1/logs:push"
         self._headers = {"content-type": "application/json"}
