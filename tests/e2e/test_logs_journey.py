@@ -187,3 +187,36 @@ def _workers(client: IrisClient) -> int:
         return len(client.workers().workers)
     except IrisError:
         return -1
+
+
+def diverge() -> None:
+    print("epoch 1")
+    raise ValueError("learning rate too high: 5.0")
+
+
+def test_a_failed_callable_says_its_exception(cluster: LocalCluster) -> None:
+    client = IrisClient.remote(cluster.url)
+    job = client.submit(
+        name="diverge",
+        entrypoint=Entrypoint.from_callable(diverge),
+        resources=ResourceSpec(cpu=0.5, memory="256MB"),
+    )
+    assert job.wait(timeout=60).state is JobState.FAILED
+
+    def diagnosed() -> str | None:
+        failure = job.detail().tasks[0].failure
+        return failure.exception if failure is not None else None
+
+    assert (
+        wait_until(diagnosed, timeout=20, what="the exception") == "ValueError: learning rate too high: 5.0"
+    )
+    failure = job.detail().tasks[0].failure
+    assert (
+        failure is not None
+        and failure.summary == "exited with code 1: ValueError: learning rate too high: 5.0"
+    )
+    status = iris(cluster, "job", "status", job.job_id)
+    assert (
+        "task 0 failed (exit code): exited with code 1: ValueError: learning rate too high: 5.0"
+        in status.stdout
+    )
