@@ -98,6 +98,8 @@ class LocalCluster:
         self.sandbox: _Child | None = None
         self.workers: list[_Child] = []
         self._gpu_shares: list[str] | None = None
+        self._controller_argv: list[str] = []
+        self._worker_launch: dict[str, tuple[list[str], dict[str, str] | None, Path]] = {}
 
     def __enter__(self) -> LocalCluster:
         self.start()
@@ -146,6 +148,7 @@ class LocalCluster:
                 self.ready_info.update({"kubeconfig": str(self.kubeconfig), "namespace": self.namespace})
             elif self.backend == "kubernetes":
                 argv += self._start_k8s_sandbox(timeout_s)
+            self._controller_argv = argv
             self.controller = self._spawn("controller", argv)
             if self.backend == "worker":
                 for i in range(self.num_workers):
@@ -214,8 +217,30 @@ class LocalCluster:
             self._gpu_shares = split_gpus(self.num_workers) or []
         if index < len(self._gpu_shares):
             env["CUDA_VISIBLE_DEVICES"] = self._gpu_shares[index]
+        self._worker_launch[worker_id] = (argv, env or None, ready)
         child = self._spawn(worker_id, argv, env or None)
         self.workers.append(child)
+        if wait:
+            _wait_for_file(ready, child.proc, worker_id, child.log_path, 60)
+        return child
+
+    def restart_controller(self, timeout_s: float = 60.0) -> None:
+        """Start the controller again on the same port and state dir (after it died or was killed)."""
+        if self.controller is not None:
+            self._terminate([self.controller], 10.0)
+        ready = self.state_dir / "controller.ready"
+        ready.unlink(missing_ok=True)
+        self.controller = self._spawn("controller", self._controller_argv)
+        _wait_for_file(ready, self.controller.proc, "controller", self.controller.log_path, timeout_s)
+
+    def restart_worker(self, worker_id: str, *, wait: bool = True) -> _Child:
+        """Start a worker daemon again with its id and state dir (it adopts its running attempts)."""
+        argv, env, ready = self._worker_launch[worker_id]
+        old = next(w for w in self.workers if w.name == worker_id)
+        self._terminate([old], 10.0)
+        ready.unlink(missing_ok=True)
+        child = self._spawn(worker_id, argv, env)
+        self.workers[self.workers.index(old)] = child
         if wait:
             _wait_for_file(ready, child.proc, worker_id, child.log_path, 60)
         return child
