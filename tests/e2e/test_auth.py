@@ -168,3 +168,36 @@ def test_a_batch_submit_is_checked_like_single_submits(secure: LocalCluster) -> 
     )
     with pytest.raises(NotFound):
         bob.submit_many([child])
+
+
+def test_scheduler_and_workers_show_a_user_only_their_own_tasks(secure: LocalCluster) -> None:
+    alice, bob, admin = (
+        IrisClient(secure.url, token=t) for t in ("alice-token-123", "bob-token-12345", "admin-token-123")
+    )
+    running = alice.submit(Entrypoint.from_command("sleep", "600"), name="secret-run", resources=SMALL)
+    waiting = alice.submit(
+        Entrypoint.from_command("true"),
+        name="secret-wait",
+        resources=ResourceSpec(cpu=64, memory="64MB"),
+        wait_for_capacity=True,
+    )
+    try:
+        wait_until(lambda: running.status() is JobState.RUNNING, timeout=60, what="alice's job running")
+
+        def queued(client: IrisClient) -> list[str]:
+            bands = client.http.request("GET", "/api/v1/scheduler")["bands"]
+            return [e["job_id"] for entries in bands.values() for e in entries]
+
+        def on_workers(client: IrisClient) -> list[str]:
+            return [t for w in client.workers().workers for t in w.running_tasks]
+
+        wait_until(lambda: waiting.job_id in queued(admin), timeout=60, what="alice's job queued")
+        assert waiting.job_id in queued(alice)
+        assert [j for j in queued(bob) if j.startswith("/alice/")] == []  # no name, no id of hers
+        assert f"{running.job_id}/0" in on_workers(admin)
+        assert f"{running.job_id}/0" in on_workers(alice)
+        assert [t for t in on_workers(bob) if t.startswith("/alice/")] == []
+        assert "secret" not in json.dumps(bob.http.request("GET", "/api/v1/workers"))
+    finally:
+        running.kill()
+        waiting.kill()

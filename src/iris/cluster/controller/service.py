@@ -228,12 +228,14 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     @app.get("/api/v1/scheduler")
     def scheduler_queue(limit: int = Query(default=200, ge=1, le=5000)) -> dict[str, object]:
         """The pending queue by priority band, each task with its reason and queue position."""
+        principal = who()
+        mine = "" if principal.is_admin else " AND j.user = ?"  # a user sees their own queue only
         with controller.db.read() as cur:
             rows = cur.execute(
                 "SELECT t.task_id, t.job_id, t.pending_reason, j.user, j.priority, j.submitted_at FROM tasks t"
                 " JOIN jobs j ON j.job_id = t.job_id WHERE t.state IN ('PENDING', 'ASSIGNED') AND t.pending_reason IS NOT NULL"
-                " ORDER BY j.submitted_at LIMIT ?",
-                (limit,),
+                f"{mine} ORDER BY j.submitted_at LIMIT ?",
+                (limit,) if principal.is_admin else (principal.user, limit),
             ).fetchall()
         bands: dict[str, list[dict[str, object]]] = {"PRODUCTION": [], "INTERACTIVE": [], "BATCH": []}
         for r in rows:
@@ -508,6 +510,9 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             acc["memory_bytes"] += u["memory_bytes"]
             acc["disk_bytes"] += u["disk_bytes"]
             running.setdefault(u["worker_id"], []).append(u["task_id"])
+        if not who().is_admin:  # a user sees their own tasks on a worker, not others' job names
+            mine = f"/{who().user}/"
+            running = {w: [t for t in ts if t.startswith(mine)] for w, ts in running.items()}
         out = []
         for w in workers:
             out.append(
