@@ -83,17 +83,22 @@ class Kube:
         return total
 
     def clear(self, timeout: float = 90.0) -> None:
-        """Delete every Iris pod of the namespace and wait until no pod or Workload is left."""
+        """Delete every Iris pod of the namespace and wait until they and their Workloads are gone
+        (other tests' pods and Workloads are left alone)."""
+        ours = {p["metadata"]["name"] for p in self.pods()}
         self.run("delete", "pods", "-l", "iris.managed=true", "--wait=false", "--ignore-not-found")
         deadline = time.monotonic() + timeout
+        left: list[str] = []
         while time.monotonic() < deadline:
-            if not self.pods() and not self.items("workloads"):
+            left = [p["metadata"]["name"] for p in self.pods()] + [
+                w["metadata"]["name"]
+                for w in self.items("workloads")
+                if any(o.get("name") in ours for o in w["metadata"].get("ownerReferences") or [])
+            ]
+            if not left:
                 return
             time.sleep(0.5)
-        left = [p["metadata"]["name"] for p in self.pods()] + [
-            w["metadata"]["name"] for w in self.items("workloads")
-        ]
-        raise AssertionError(f"pods or workloads still there after {timeout}s: {left}")
+        raise AssertionError(f"Iris pods or their Workloads still there after {timeout}s: {left}")
 
 
 def _cpu(quantity: str) -> Fraction:
