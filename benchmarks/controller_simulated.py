@@ -59,11 +59,15 @@ def wait_all_done(controller: Controller, total: int, timeout: float = 600) -> N
     raise TimeoutError(f"only {done} of {total} tasks finished")
 
 
-def throughput(workers: int, tasks: int) -> float:
+def throughput(workers: int, tasks: int, backlog: int = 0) -> float:
+    """Tasks/s PENDING->SUCCEEDED for ``tasks`` placeable tasks, with ``backlog`` tasks pending
+    that fit no worker (asking for more CPU than any has) queued before them."""
     fleet = SimulatedFleet(workers).start()
     with tempfile.TemporaryDirectory() as d:
         controller = create_controller(DESCRIPTOR, state_dir=d, tick_interval_s=1.0)
         register(controller, fleet)
+        for j in range(0, backlog, 10_000):
+            controller.submit(spec(f"backlog-{j}", min(10_000, backlog - j), cpu=64), user="bench")
         controller.start()
         jobs = 10
         t0 = time.perf_counter()

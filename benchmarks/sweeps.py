@@ -1,8 +1,9 @@
 """How cost grows: sweeps of pending tasks, workers and log volume, plotted per task.
 
-- pending: N tasks (1k -> 100k) through the real controller to 100 simulated workers: the cost
-  per task of draining them, and the control round with N tasks pending and none placeable.
-- workers: 10 -> 1,000 simulated workers draining 10,000 tasks; the cost per task, and the full
+- pending: with N tasks (1k -> 100k) pending that fit no worker, the cost per task of running
+  2,000 more through the real controller to 100 simulated workers, and the control round with
+  N tasks pending and none placeable.
+- workers: 10 -> 1,000 simulated workers running 5,000 tasks; the cost per task, and the full
   reconcile round over that many workers.
 - logs: real worker daemons running tasks that each write K lines (0 -> 100,000); wall time per
   task on 4 workers.
@@ -74,13 +75,16 @@ def plot(
     print(f"plot: {path}", flush=True)
 
 
-def pending_sweep(report: Report, sizes: list[int], fleet: int, plots: Path, runs: int) -> None:
+def pending_sweep(report: Report, sizes: list[int], fleet: int, drained: int, plots: Path, runs: int) -> None:
     per_task, rounds = [], []
     for n in sizes:
-        rates = [throughput(fleet, n) for _ in range(runs)]
+        rates = [throughput(fleet, drained, backlog=n) for _ in range(runs)]
         us = [1e6 / r for r in rates]
         report.figure(
-            f"pending sweep: drain {n} tasks on {fleet} simulated workers, per task", us, "us", pending=n
+            f"pending sweep: {drained} tasks run on {fleet} simulated workers behind {n} unplaceable, per task",
+            us,
+            "us",
+            pending=n,
         )
         per_task.append(statistics.median(us))
         quiet, _full = unplaceable_round(n, 3)
@@ -89,7 +93,7 @@ def pending_sweep(report: Report, sizes: list[int], fleet: int, plots: Path, run
     plot(
         plots / "pending.png",
         "Pending tasks: controller cost per task as the queue grows",
-        "tasks submitted at once (pending)",
+        "tasks pending (unplaceable) ahead of the measured ones",
         sizes,
         per_task,
         "µs per task, PENDING -> SUCCEEDED",
@@ -158,14 +162,16 @@ def main() -> None:
     args = parser.parse_args()
     pending = [1000, 3000, 10_000, 30_000, 100_000]
     fleet = 100
+    drained = 2000
     workers = [10, 30, 100, 300, 1000]
-    worker_tasks = 10_000
+    worker_tasks = 5000
     lines = [0, 100, 1000, 10_000, 100_000]
     log_tasks = 100
     if args.tiny:
         pending, fleet, workers, worker_tasks, lines, log_tasks, args.runs = (
             [100, 300], 5, [2, 5], 100, [0, 100], 8, 1,
         )  # fmt: skip
+        drained = 100
     report = Report(
         "sweeps",
         args,
@@ -179,7 +185,7 @@ def main() -> None:
     )
     chosen = set(args.sweeps.split(","))
     if "pending" in chosen:
-        pending_sweep(report, pending, fleet, args.plots_dir, args.runs)
+        pending_sweep(report, pending, fleet, drained, args.plots_dir, args.runs)
     if "workers" in chosen:
         workers_sweep(report, workers, worker_tasks, args.plots_dir, args.runs)
     if "logs" in chosen:

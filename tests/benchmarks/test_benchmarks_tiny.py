@@ -31,7 +31,7 @@ EXPECTED = {
     "worker_dispatch": ["one worker daemon, 20 true attempts"],
     "vs_ray": ["iris: 20 true tasks as one job"],
     "sweeps": [
-        "pending sweep: drain 100 tasks",
+        "pending sweep: 100 tasks run on 5 simulated workers behind 100",
         "workers sweep: 100 tasks on 2",
         "logs sweep: 8 tasks writing 0",
     ],
