@@ -87,8 +87,17 @@ def test_scale_from_zero_to_three_and_back(tmp_path: Path) -> None:
         client = IrisClient(url)
         assert client.workers().workers == []
         assert status_json(url)["capabilities"] == ["workers", "autoscaler"]
+        # Each task waits until all three run at once, so the job needs three one-cpu workers
+        # together however slowly they start (one worker cannot run them one after another).
+        barrier = tmp_path / "barrier"
+        barrier.mkdir()
+        os.chmod(barrier, 0o1777)  # attempts may run as uids of their own
+        wait_for_all = (
+            f"touch {barrier}/$IRIS_TASK_INDEX; for i in $(seq 1200); do"
+            f' [ "$(ls {barrier} | wc -l)" -ge 3 ] && exit 0; sleep 0.1; done; exit 1'
+        )
         job = client.submit(
-            Entrypoint.from_command("sh", "-c", "sleep 1"),
+            Entrypoint.from_command("sh", "-c", wait_for_all),
             name="three",
             replicas=3,
             resources=ResourceSpec(cpu=1, memory="256MB"),
@@ -105,7 +114,7 @@ def test_scale_from_zero_to_three_and_back(tmp_path: Path) -> None:
             env={**os.environ, "IRIS_CONTROLLER_URL": url},
         ).stdout
         assert "small" in human and "scale_up" in human
-        assert job.wait(timeout=60).state is JobState.SUCCEEDED
+        assert job.wait(timeout=120).state is JobState.SUCCEEDED
         assert len({t.worker_id for t in job.tasks()}) == 3
         wait_until(
             lambda: client.workers().workers == [], timeout=60, what="group back to zero after the idle delay"
