@@ -52,6 +52,13 @@ class Unavailable(IrisError):
     code = "unavailable"
 
 
+class InsufficientStorage(IrisError):
+    """The server's state disk is full: nothing was written; retry once space is freed."""
+
+    status_code = 507
+    code = "insufficient_storage"
+
+
 class NotImplementedForBackend(IrisError):
     """The operation exists, but not for this controller's backend kind."""
 
@@ -69,6 +76,7 @@ _BY_CODE: dict[str, type[IrisError]] = {
         AlreadyExists,
         FailedPrecondition,
         Unavailable,
+        InsufficientStorage,
         NotImplementedForBackend,
     )
 }

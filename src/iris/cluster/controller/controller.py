@@ -56,7 +56,14 @@ from iris.rpc.enums import (
     TaskState,
     WorkerStatus,
 )
-from iris.rpc.errors import AlreadyExists, FailedPrecondition, InvalidArgument, NotFound, Unavailable
+from iris.rpc.errors import (
+    AlreadyExists,
+    FailedPrecondition,
+    InsufficientStorage,
+    InvalidArgument,
+    NotFound,
+    Unavailable,
+)
 from iris.rpc.models import (
     AttemptObservation,
     DesiredAttempt,
@@ -72,6 +79,7 @@ from iris.rpc.models import (
 from iris.rpc.signing import load_or_create_key, new_master_key, worker_secret
 
 log = logging.getLogger("iris.controller")
+DISK_FULL_LOG_INTERVAL_S = 30.0  # a full state disk is logged once per this many seconds
 
 
 class TimeSeries:
@@ -158,6 +166,7 @@ class Controller:
         self._dirty_workers: set[str] = set()
         self._spec_cache: OrderedDict[str, JobSpec] = OrderedDict()
         self._last_full_round = 0.0
+        self._disk_full_logged = float("-inf")
         self._last_timeout_scan = 0.0
         self._next_autoscale = 0.0
         self.autoscale_interval_s = 1.0
@@ -239,6 +248,11 @@ class Controller:
             try:
                 if self.run_round(full=full, nudged=nudged):
                     self._wake.set()
+            except InsufficientStorage as exc:  # one line per interval, not a traceback per round
+                if self.clock() >= self._disk_full_logged + DISK_FULL_LOG_INTERVAL_S:
+                    self._disk_full_logged = self.clock()
+                    log.error("control rounds are not writing: %s", exc.message)
+                self._stopping.wait(1.0)
             except Exception:  # the loop must survive any single bad round
                 log.exception("control round failed")
                 self._stopping.wait(0.2)

@@ -7,11 +7,17 @@ transaction (``with db.transaction() as cur: ...``).
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from iris.rpc.errors import InsufficientStorage
+
+MIN_FREE_BYTES = 16 * 1024 * 1024  # (or a tenth of a smaller disk) before a full one counts as recovered
 
 MIGRATIONS: list[str] = [
     # 1: jobs, tasks, attempts, the worker store and events
@@ -218,6 +224,7 @@ class ControllerDB:
         self._conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
+        self.disk_full_since: float | None = None  # set while writes fail for lack of space
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=OFF")
@@ -255,16 +262,46 @@ class ControllerDB:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Cursor]:
+        """A write transaction; a full disk rolls it back and raises ``InsufficientStorage``."""
         with self._lock:
             cur = self._conn.cursor()
-            cur.execute("BEGIN IMMEDIATE")
             try:
-                yield cur
-            except BaseException:
-                cur.execute("ROLLBACK")
-                raise
-            else:
-                cur.execute("COMMIT")
+                cur.execute("BEGIN IMMEDIATE")
+                try:
+                    yield cur
+                    cur.execute("COMMIT")
+                except BaseException:
+                    if self._conn.in_transaction:  # SQLite may have rolled back a failed COMMIT itself
+                        cur.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                if not _disk_full(exc):
+                    raise
+                if self.disk_full_since is None:
+                    self.disk_full_since = time.time()
+                raise InsufficientStorage(
+                    f"the controller's state disk is full ({self.path.parent}): nothing was written; free space there"
+                ) from None
+
+    def probe_write(self) -> bool:
+        """After a full disk: is there room again (some free space and a write that commits)?
+
+        Clears the mark when there is; a rolled-back write frees a little room, so one small
+        write fitting is not enough on its own."""
+        if self.disk_full_since is None:
+            return True
+        fs = os.statvfs(self.path.parent)
+        if fs.f_bavail * fs.f_frsize < min(MIN_FREE_BYTES, fs.f_blocks * fs.f_frsize // 10):
+            return False
+        try:
+            with self.transaction() as cur:
+                cur.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('write_probe', ?)", (str(time.time()),)
+                )
+        except InsufficientStorage:
+            return False
+        self.disk_full_since = None
+        return True
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Cursor]:
@@ -282,3 +319,7 @@ class ControllerDB:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+def _disk_full(exc: sqlite3.Error) -> bool:
+    return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)

@@ -171,8 +171,14 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         )
 
     @app.get("/healthz")
-    def healthz() -> dict[str, object]:
-        return {"ok": True, "version": __version__}
+    def healthz() -> JSONResponse:
+        """Unhealthy (503) while the state disk is full; writes are retried here so it recovers."""
+        if controller.db.disk_full_since is not None and not controller.db.probe_write():
+            message = f"the controller's state disk is full ({controller.db.path.parent}): it cannot record anything"
+            return JSONResponse(
+                status_code=503, content={"ok": False, "version": __version__, "error": message}
+            )
+        return JSONResponse(content={"ok": True, "version": __version__})
 
     @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
