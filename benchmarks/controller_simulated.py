@@ -44,6 +44,7 @@ def spec(name: str, replicas: int, cpu: int = 1) -> JobSpec:
         entrypoint=Entrypoint.from_command("true"),
         replicas=replicas,
         resources=ResourceSpec(cpu=cpu, memory="64MB"),
+        wait_for_capacity=True,  # the unplaceable backlogs are meant to wait
         user="bench",
     )
 

@@ -1,7 +1,7 @@
 """How cost grows: sweeps of pending tasks, workers and log volume, plotted per task.
 
 - pending: with N tasks (1k -> 100k) pending that fit no worker, the cost per task of running
-  2,000 more through the real controller to 100 simulated workers, and the control round with
+  1,000 more through the real controller to 100 simulated workers, and the control round with
   N tasks pending and none placeable.
 - workers: 10 -> 1,000 simulated workers running 5,000 tasks; the cost per task, and the full
   reconcile round over that many workers.
@@ -159,19 +159,23 @@ def main() -> None:
     add_common_args(parser, runs=1)
     parser.add_argument("--sweeps", default="pending,workers,logs")
     parser.add_argument("--plots-dir", type=Path, default=PLOTS)
+    parser.add_argument("--pending", help="comma-separated backlog sizes (default 1000,...,100000)")
+    parser.add_argument("--log-tasks", type=int, default=20, help="tasks per point of the logs sweep")
     args = parser.parse_args()
     pending = [1000, 3000, 10_000, 30_000, 100_000]
     fleet = 100
-    drained = 2000
+    drained = 1000
     workers = [10, 30, 100, 300, 1000]
     worker_tasks = 5000
     lines = [0, 100, 1000, 10_000, 100_000]
-    log_tasks = 100
+    log_tasks = args.log_tasks
     if args.tiny:
         pending, fleet, workers, worker_tasks, lines, log_tasks, args.runs = (
             [100, 300], 5, [2, 5], 100, [0, 100], 8, 1,
         )  # fmt: skip
         drained = 100
+    if args.pending:
+        pending = [int(n) for n in args.pending.split(",")]
     report = Report(
         "sweeps",
         args,
