@@ -66,6 +66,8 @@ class ControllerStub:
     nudges: list[tuple[str, float]] = field(default_factory=list)
     # A slow controller: each nudge answer waits this long (to observe coalescing).
     nudge_delay_s: float = 0.0
+    # The fencing grace this controller advises its workers.
+    fence_after_s: float | None = None
     max_concurrent_nudges: int = 0
 
     def __post_init__(self) -> None:
@@ -87,6 +89,7 @@ class ControllerStub:
             return RegisterResponse(
                 worker_id=request.worker_id or "assigned",
                 rpc_secret=worker_secret(STUB_MASTER_KEY, request.address).hex(),
+                fence_after_s=self.fence_after_s,
             )
 
         in_flight = [0]

@@ -434,6 +434,9 @@ class RegisterResponse(WireModel):
     reconcile_interval_s: float = 1.0
     # Hex HMAC key the controller signs its calls to this worker with (iris.rpc.signing).
     rpc_secret: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    # Kill every attempt when not reconciled for this long: before the controller reaps the
+    # worker and retries its tasks elsewhere, so a lost task never runs twice.
+    fence_after_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
 
 class WorkerInfo(WireModel):

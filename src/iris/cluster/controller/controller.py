@@ -419,6 +419,7 @@ class Controller:
             worker_id=worker_id,
             reconcile_interval_s=self.tick_interval_s,
             rpc_secret=worker_secret(self.worker_rpc_key, req.address).hex(),
+            fence_after_s=fence_after(self.health.grace_s),
         )
 
     def register_endpoint(self, reg: EndpointRegistration) -> EndpointInfo:
@@ -1264,6 +1265,13 @@ def _observation(obs: AttemptObservation) -> Observation:
         runtime_released=obs.runtime_released,
         message=obs.message,
     )
+
+
+def fence_after(reap_grace_s: float) -> float:
+    """How long a worker may go unreconciled before it kills its own attempts: well inside the
+    grace after which the controller reaps it (and retries its tasks elsewhere), leaving time for
+    the kill itself (SIGTERM, then SIGKILL after 2 s)."""
+    return max(reap_grace_s / 2, reap_grace_s * 0.8 - 3.0)
 
 
 def create_controller(

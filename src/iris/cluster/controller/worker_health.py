@@ -38,14 +38,15 @@ class WorkerHealthTracker:
         self._lock = threading.Lock()
 
     def register(self, worker_id: str, now: float) -> None:
-        """Seed or refresh liveness; only registration may create an entry."""
+        """Seed liveness; only registration may create an entry.
+
+        Registering again proves nothing about reaching the worker: a worker that can call the
+        controller but not be called by it (a one-way partition) re-registers forever. So a known
+        worker keeps its failures and its last successful reconcile; only REACHED clears them.
+        """
         with self._lock:
-            entry = self._workers.get(worker_id)
-            if entry is None:
+            if worker_id not in self._workers:
                 self._workers[worker_id] = WorkerLiveness(last_reached=now)
-            else:
-                entry.last_reached = now
-                entry.consecutive_failures = 0
 
     def apply(self, worker_id: str, event: HealthEvent, now: float) -> None:
         with self._lock:

@@ -144,6 +144,7 @@ class Isolation:
             "--clear-groups",
             "--no-new-privs",
             "--inh-caps=-all",
+            "--pdeathsig=KILL",  # set after the uid change (which would clear it): dies with the worker
             "--",
         ]
 

@@ -17,6 +17,7 @@ class KillReason(StrEnum):
     SHUTDOWN = "shutdown"  # the worker itself is stopping
     TIMEOUT = "timeout"  # the attempt ran past its execution timeout
     OOM = "oom"  # the process tree used more memory than the attempt's limit
+    FENCED = "fenced"  # the controller has not reconciled this worker for the fencing grace
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,7 +186,11 @@ class SubprocessRuntime:
         preparer: Preparer | None = None,
         devices: DeviceBroker | None = None,
         isolation: Isolation | None = None,
+        die_with_worker: bool = False,
     ) -> None:
+        """``die_with_worker``: each attempt's process gets SIGKILL when the worker dies (even by
+        kill -9), via ``PR_SET_PDEATHSIG``; the processes are created on long-lived threads, since
+        the signal fires when the creating *thread* exits."""
         self.state_dir = Path(state_dir)
         self.attempts_dir = self.state_dir / "attempts"
         self.pids_dir = self.state_dir / "pids"
@@ -206,6 +210,9 @@ class SubprocessRuntime:
         self._preparer = preparer
         self._devices = devices
         self._isolation = isolation
+        setpriv = shutil.which("setpriv") if die_with_worker and isolation is None else None
+        self._death_prefix = [setpriv, "--pdeathsig=KILL", "--"] if setpriv else []
+        self._spawner = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-spawn")
         self.tasks_dir = isolation.task_root if isolation is not None else self.attempts_dir
         self._boot_id = boot_id()
         self._lock = threading.RLock()
@@ -383,6 +390,14 @@ class SubprocessRuntime:
                 if a.spec is not None and a.state not in TERMINAL_TASK_STATES
             }
 
+    def kill_all(self, reason: KillReason, message: str) -> list[str]:
+        """Kill every attempt that has not ended, in any state (BUILDING included); their uids."""
+        with self._lock:
+            live = [a for a in self._attempts.values() if not a.terminal]
+        for attempt in live:
+            self._kill(attempt, reason, message)
+        return [a.uid for a in live]
+
     def running_count(self) -> int:
         with self._lock:
             return sum(1 for a in self._attempts.values() if not a.terminal)
@@ -443,6 +458,7 @@ class SubprocessRuntime:
         self._stop_monitor.set()
         self._monitor.join(timeout=5)
         self._starters.shutdown(wait=True)
+        self._spawner.shutdown(wait=True)
         self._io.stop()
 
     # ------------------------------------------------------------------ starting
@@ -502,15 +518,16 @@ class SubprocessRuntime:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            popen = subprocess.Popen(
-                argv,
+            popen = self._spawner.submit(
+                subprocess.Popen,
+                [*self._death_prefix, *argv],
                 cwd=work_dir,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out_w,
                 stderr=err_w,
                 start_new_session=True,
-            )
+            ).result()
         except BaseException:
             os.close(out_r)
             os.close(err_r)
@@ -859,4 +876,5 @@ def _kill_text(reason: KillReason) -> str:
         KillReason.SHUTDOWN: "killed: the worker is shutting down",
         KillReason.TIMEOUT: "timed out",
         KillReason.OOM: "out of memory",
+        KillReason.FENCED: "killed: the controller has not reconciled this worker for too long",
     }[reason]

@@ -47,6 +47,9 @@ class ControllerLink:
         self._nudge_wanted = threading.Event()
         self._lock = threading.Lock()
         self._last_contact = time.monotonic()
+        # Only a reconcile proves the controller can reach us (a registration does not).
+        self._last_reconciled = time.monotonic()
+        self.advised_fence_s: float | None = None
         # Attempt state changes are numbered; a reconcile answer covers every change numbered before it.
         self._change_seq = 0
         self._reported_seq = 0
@@ -78,9 +81,13 @@ class ControllerLink:
         with self._lock:
             return self._change_seq
 
+    def since_reconciled(self) -> float:
+        with self._lock:
+            return time.monotonic() - self._last_reconciled
+
     def reconciled(self, covered_seq: int) -> None:
         with self._lock:
-            self._last_contact = time.monotonic()
+            self._last_contact = self._last_reconciled = time.monotonic()
             self._reported_seq = max(self._reported_seq, covered_seq)
 
     # ------------------------------------------------------------------ registration
@@ -141,6 +148,7 @@ class ControllerLink:
                 self._verifier.set_secret(bytes.fromhex(response.rpc_secret))
         with self._lock:
             self._last_contact = time.monotonic()
+        self.advised_fence_s = response.fence_after_s
         self.registrations += 1
         logger.info("registered with %s as %s", self._base, self._worker_id)
         return True

@@ -25,6 +25,7 @@ from iris.cluster.worker.config import (
 )
 from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.devices import DeviceBroker, device_attributes, resolve_devices
+from iris.cluster.worker.fencing import SelfFence
 from iris.cluster.worker.health import HealthCache
 from iris.cluster.worker.log_shipper import LogShipper
 from iris.cluster.worker.metrics import Phase, WorkerMetrics
@@ -196,6 +197,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
             envs_dir=isolation.task_root / "envs" if isolation is not None else None,
         ),
         isolation=isolation,
+        die_with_worker=True,
         devices=DeviceBroker(inventory) if inventory is not None else None,
     )
     if runtime.leftovers_killed:
@@ -208,6 +210,12 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         runtime.terminal_by_uid,
         usage=usage.usage,
         token=token,
+    )
+    fence = SelfFence(
+        since_reconciled=link.since_reconciled,
+        advised_grace=lambda: link.advised_fence_s,
+        kill_all=runtime.kill_all,
+        configured_grace_s=config.fence_after_s,
     )
     health = HealthCache(state_dir, runtime.running_count)
     service = WorkerService(worker_id, runtime, health, link)
@@ -243,6 +251,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         link.start()
         usage.start()
         shipper.start()
+        fence.start()
 
     # uvicorn re-raises the signal that stopped it once it is done; a no-op handler lets this
     # function finish its cleanup and return 0 instead of dying on the re-raised SIGTERM.
@@ -253,6 +262,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         server.run(sockets=[sock])
     finally:
         link.stop()
+        fence.stop()
         runtime.shutdown()
         usage.stop()
         shipper.stop()  # a last push of what the attempts wrote while being killed

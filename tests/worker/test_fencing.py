@@ -1,0 +1,130 @@
+"""Fencing: a worker cut off from its controller kills its own attempts; a dead worker leaves none."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from tests.worker.harness import ControllerStub, WorkerProcess, start_worker, wait_until
+
+from iris.cluster.controller.controller import fence_after
+from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker
+from iris.rpc.enums import WorkerStatus
+from iris.rpc.models import DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
+
+
+def run(uid: str, *argv: str) -> DesiredAttempt:
+    spec = RunSpec(
+        attempt_uid=uid,
+        attempt_number=0,
+        job_id="/alice/train",
+        task_id=f"/alice/train/{uid}",
+        task_index=0,
+        entrypoint=Entrypoint.from_command(*argv),
+        resources=ResourceSpec(cpu=1, memory="1GB"),
+    )
+    return DesiredAttempt(attempt_uid=uid, intent="run", spec=spec)
+
+
+def leader(worker: WorkerProcess, uid: str) -> int:
+    return json.loads((worker.state_dir / "pids" / f"{uid}.json").read_text())["pgid"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def log_text(worker: WorkerProcess, uid: str) -> str:
+    return (worker.state_dir / "attempts" / uid / "log.jsonl").read_text()
+
+
+def test_unreconciled_worker_kills_its_attempts_after_the_advised_grace(tmp_path: Path) -> None:
+    stub = ControllerStub(fence_after_s=2.0).start()
+    proc = start_worker(tmp_path, stub.url, "--reregister-after", "60")
+    try:
+        proc.reconcile([run("p1", "sleep", "100")])
+        pid = leader(proc, "p1")
+        started = time.monotonic()
+        # The controller stops reconciling (a partition): the worker fences itself.
+        wait_until(lambda: not alive(pid), timeout=15, what="the fenced attempt to be killed")
+        assert time.monotonic() - started >= 1.5
+        assert "fenced: the controller has not reconciled this worker" in log_text(proc, "p1")
+    finally:
+        proc.stop()
+        stub.stop()
+
+
+def test_steady_reconciles_keep_attempts_alive(tmp_path: Path) -> None:
+    stub = ControllerStub(fence_after_s=2.0).start()
+    proc = start_worker(tmp_path, stub.url, "--reregister-after", "60")
+    try:
+        proc.reconcile([run("k1", "sleep", "100")])
+        pid = leader(proc, "k1")
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            proc.reconcile([DesiredAttempt(attempt_uid="k1", intent="run")])
+            time.sleep(0.3)
+        assert alive(pid)
+    finally:
+        proc.stop()
+        stub.stop()
+
+
+def test_sigstopped_worker_kills_its_attempts_once_continued(tmp_path: Path) -> None:
+    stub = ControllerStub().start()
+    proc = start_worker(tmp_path, stub.url, "--reregister-after", "60", "--fence-after", "1.5")
+    try:
+        proc.reconcile([run("s1", "sleep", "100")])
+        pid = leader(proc, "s1")
+        proc.popen.send_signal(signal.SIGSTOP)
+        time.sleep(2.5)  # the stop itself: longer than the grace
+        assert alive(pid)  # nothing kills it while the worker is stopped...
+        proc.popen.send_signal(signal.SIGCONT)
+        # ...and the first thing the continued worker does is fence (no reconcile came meanwhile).
+        wait_until(lambda: not alive(pid), timeout=10, what="the attempt to be fenced after SIGCONT")
+    finally:
+        proc.stop()
+        stub.stop()
+
+
+def test_kill_9_of_the_worker_leaves_no_task_process(tmp_path: Path) -> None:
+    stub = ControllerStub().start()
+    proc = start_worker(tmp_path, stub.url)
+    try:
+        proc.reconcile(
+            [run("o1", "sleep", "100"), run("o2", "python3", "-c", "import time; time.sleep(100)")]
+        )
+        pids = [leader(proc, "o1"), leader(proc, "o2")]
+        assert all(alive(pid) for pid in pids)
+        os.kill(proc.popen.pid, signal.SIGKILL)
+        proc.popen.wait()
+        wait_until(lambda: not any(alive(pid) for pid in pids), timeout=10, what="orphans to die")
+    finally:
+        proc.stop()
+        stub.stop()
+
+
+def test_reregistration_does_not_clear_reconcile_failures() -> None:
+    health = WorkerHealthTracker(grace_s=10.0, min_failures=3)
+    health.register("w", 0.0)
+    for t in (1.0, 2.0, 3.0):
+        health.apply("w", HealthEvent.UNREACHABLE, t)
+        health.register("w", t)  # a one-way partition: the worker still reaches us, we cannot reach it
+    assert health.consecutive_failures("w") == 3
+    assert health.status("w") is WorkerStatus.DEGRADED
+    health.apply("w", HealthEvent.REACHED, 4.0)
+    assert health.consecutive_failures("w") == 0
+
+
+def test_fencing_grace_is_well_inside_the_reap_grace() -> None:
+    for reap in (10.0, 50.0, 300.0):
+        fence = fence_after(reap)
+        assert 0 < fence <= reap - 3.0 or fence == reap / 2
+        assert fence < reap
