@@ -98,3 +98,17 @@ def test_line_index_pages_match_a_full_scan(
         indexed = read_log_page(path, offset, limit, index)
         plain = read_log_page(path, offset, limit)
         assert indexed == plain
+
+
+def test_log_is_capped_and_says_so(tmp_path: Path) -> None:
+    log = AttemptLogWriter(tmp_path / "log.jsonl", max_bytes=10_000)
+    for i in range(1000):
+        log.feed("stdout", f"line {i:04d} with some padding to make it longer\n".encode())
+    log.system("attempt SUCCEEDED, exit code 0")
+    log.close()
+    data = (tmp_path / "log.jsonl").read_bytes()
+    assert len(data) < 10_000 + 1000
+    assert b"log limit of 10000 bytes reached" in data and data.count(b"log limit") == 1
+    assert data.rstrip().endswith(b'"attempt SUCCEEDED, exit code 0"}')
+    assert b"line 0000" in data and b"line 0999" not in data
+    assert log.dropped_bytes > 0

@@ -17,6 +17,10 @@ Stream = Literal["stdout", "stderr", "system"]
 # A line longer than this is cut into several log lines (a process printing without newlines
 # must not grow the worker's memory without bound).
 MAX_LINE_BYTES = 64 * 1024
+# What kubelet keeps of a container's log (10 MiB x 5 files). Past it the task's output is dropped
+# (with one line saying so); the worker's own lines about the attempt still go in.
+DEFAULT_MAX_LOG_BYTES = 50 * 1024 * 1024
+_SYSTEM_MARGIN_BYTES = 64 * 1024
 
 
 def _encode(ts: float, stream: str, text: str) -> bytes:
@@ -26,9 +30,12 @@ def _encode(ts: float, stream: str, text: str) -> bytes:
 class AttemptLogWriter:
     """Turns raw pipe chunks into timestamped lines. Thread-safe: output and system events interleave."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_LOG_BYTES) -> None:
         self.path = path
+        self.max_bytes = max_bytes
         self._file = open(path, "ab")  # noqa: SIM115 - closed by close()
+        self._written = self._file.tell()
+        self.dropped_bytes = 0
         self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
         self._lock = threading.Lock()
         self._write_failed = False
@@ -44,7 +51,7 @@ class AttemptLogWriter:
                 rest = rest[MAX_LINE_BYTES:]
             self._partial[stream] = rest
             if out:
-                self._write(b"".join(out))
+                self._write_output(b"".join(out))
 
     def end_stream(self, stream: Stream) -> None:
         """The pipe closed: a last line without a newline still counts."""
@@ -52,11 +59,26 @@ class AttemptLogWriter:
             rest = self._partial.get(stream, b"")
             self._partial[stream] = b""
             if rest:
-                self._write(self._encode_line(time.time(), stream, rest))
+                self._write_output(self._encode_line(time.time(), stream, rest))
 
     def system(self, text: str) -> None:
         with self._lock:
-            self._write(_encode(time.time(), "system", text))
+            if self._written < self.max_bytes + _SYSTEM_MARGIN_BYTES:
+                self._write(_encode(time.time(), "system", text))
+
+    def _write_output(self, data: bytes) -> None:
+        if self._written + len(data) <= self.max_bytes:
+            self._write(data)
+            return
+        if not self.dropped_bytes:
+            self._write(
+                _encode(
+                    time.time(),
+                    "system",
+                    f"log limit of {self.max_bytes} bytes reached: further output is dropped",
+                )
+            )
+        self.dropped_bytes += len(data)
 
     def close(self) -> None:
         with self._lock:
@@ -75,6 +97,7 @@ class AttemptLogWriter:
         try:
             self._file.write(data)
             self._file.flush()
+            self._written += len(data)
         except OSError as exc:  # e.g. disk full: the attempt goes on, the worker's health reports the disk
             if not self._write_failed:
                 logger.warning("cannot write the log %s: %s", self.path, exc)

@@ -27,7 +27,12 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env
-from iris.cluster.runtime.attempt_log import AttemptLogWriter, LineIndex, read_log_page
+from iris.cluster.runtime.attempt_log import (
+    DEFAULT_MAX_LOG_BYTES,
+    AttemptLogWriter,
+    LineIndex,
+    read_log_page,
+)
 from iris.cluster.runtime.inspect import describe_processes, run_beside
 from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
@@ -187,6 +192,7 @@ class SubprocessRuntime:
         devices: DeviceBroker | None = None,
         isolation: Isolation | None = None,
         die_with_worker: bool = False,
+        log_max_bytes: int = DEFAULT_MAX_LOG_BYTES,
     ) -> None:
         """``die_with_worker``: each attempt's process gets SIGKILL when the worker dies (even by
         kill -9), via ``PR_SET_PDEATHSIG``; the processes are created on long-lived threads, since
@@ -210,6 +216,7 @@ class SubprocessRuntime:
         self._preparer = preparer
         self._devices = devices
         self._isolation = isolation
+        self._log_max_bytes = log_max_bytes
         setpriv = shutil.which("setpriv") if die_with_worker and isolation is None else None
         self._death_prefix = [setpriv, "--pdeathsig=KILL", "--"] if setpriv else []
         self._spawner = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-spawn")
@@ -479,7 +486,7 @@ class SubprocessRuntime:
             os.mkdir(attempt.task_dir, 0o711)
         work_dir = attempt.task_dir / "work"
         os.mkdir(work_dir, 0o700)
-        attempt.log = AttemptLogWriter(attempt.dir / "log.jsonl")
+        attempt.log = AttemptLogWriter(attempt.dir / "log.jsonl", self._log_max_bytes)
         return work_dir
 
     def _launch(self, attempt: _Attempt, preparation: Preparation | None = None) -> None:
