@@ -39,7 +39,7 @@ def test_bad_or_missing_tokens_are_rejected(header: str | None) -> None:
 def test_job_tokens_act_as_the_jobs_user_and_need_the_secret() -> None:
     auth = Authenticator(TOKENS, secret=b"s")
     token = auth.job_token("/alice/train", "alice")
-    assert auth.authenticate(f"Bearer {token}") == Principal("user", "alice")
+    assert auth.authenticate(f"Bearer {token}") == Principal("user", "alice", job_scope="/alice/train")
     with pytest.raises(Unauthenticated):
         Authenticator(TOKENS, secret=b"other").authenticate(f"Bearer {token}")
     forged = token.replace(token.split(".")[1], auth.job_token("/bob/x", "bob").split(".")[1])
@@ -55,3 +55,28 @@ def test_roles() -> None:
     with pytest.raises(PermissionDenied):
         alice.may_act_as_worker()
     worker.may_act_as_worker()
+
+
+def test_job_tokens_reach_their_job_tree_only() -> None:
+    auth = Authenticator(TOKENS, secret=b"s")
+    principal = auth.authenticate(f"Bearer {auth.job_token('/alice/train', 'alice')}")
+    assert principal.owns("alice", "/alice/train") and principal.owns("alice", "/alice/train/eval")
+    assert not principal.owns("alice", "/alice/other") and not principal.owns("alice", "/alice/trainer")
+    assert not principal.owns("bob", "/bob/train") and not principal.owns("alice")
+
+
+def test_job_tokens_expire_and_die_with_their_job() -> None:
+    now = [1000.0]
+    finished: set[str] = set()
+    auth = Authenticator(
+        TOKENS, secret=b"s", job_active=lambda job: job not in finished, clock=lambda: now[0]
+    )
+    token = auth.job_token("/alice/train", "alice", ttl_s=60)
+    assert auth.authenticate(f"Bearer {token}").job_scope == "/alice/train"
+    finished.add("/alice/train")
+    with pytest.raises(Unauthenticated, match="finished"):
+        auth.authenticate(f"Bearer {token}")
+    finished.clear()
+    now[0] += 61
+    with pytest.raises(Unauthenticated, match="expired"):
+        auth.authenticate(f"Bearer {token}")

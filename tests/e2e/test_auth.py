@@ -201,3 +201,27 @@ def test_scheduler_and_workers_show_a_user_only_their_own_tasks(secure: LocalClu
     finally:
         running.kill()
         waiting.kill()
+
+
+def test_a_job_token_reaches_its_own_job_only_and_dies_with_it(secure: LocalCluster) -> None:
+    alice = IrisClient(secure.url, token="alice-token-123")
+    other = alice.submit(Entrypoint.from_command("sleep", "600"), name="other", resources=SMALL)
+    leaker = alice.submit(
+        Entrypoint.from_command("sh", "-c", 'echo "$IRIS_TOKEN"; sleep 600'), name="leaker", resources=SMALL
+    )
+    token = wait_until(
+        lambda: next((line for line in leaker.logs() if line.startswith("iris-job.")), None),
+        timeout=60,
+        what="the task's job token in its log",
+    )
+    stolen = IrisClient(secure.url, token=token)
+    assert stolen.job(leaker.job_id).status() is JobState.RUNNING
+    assert [j.job_id for j in stolen.list_jobs().jobs] == [leaker.job_id]
+    with pytest.raises(NotFound):
+        stolen.job(other.job_id).kill()
+    with pytest.raises(PermissionDenied):
+        stolen.submit(Entrypoint.from_command("true"), name="escape", resources=SMALL)
+    assert leaker.kill() is JobState.KILLED
+    with pytest.raises(Unauthenticated):
+        stolen.job(leaker.job_id).status()
+    other.kill()

@@ -1,9 +1,10 @@
 """Bearer-token authentication and the rules of who may do what.
 
 Tokens come from the cluster config (``auth.tokens``: admin, user or worker). A running task
-gets a *job token* minted by the controller (HMAC over its job id and user with a secret kept in
-the controller database, so tokens survive a restart): it acts as the job's user, which lets the
-task submit sub-jobs and register endpoints. With no tokens configured the API is open.
+gets a *job token* minted by the controller (HMAC over its job id, user and expiry with a secret
+kept in the controller database, so tokens survive a restart): it acts as the job's user on that
+job and its sub-jobs only (submit sub-jobs, register endpoints, read and stop them), expires, and
+stops working once its job has finished. With no tokens configured the API is open.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import base64
 import hashlib
 import hmac
 import json
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,12 +22,16 @@ from iris.rpc.errors import PermissionDenied, Unauthenticated
 
 Role = Literal["admin", "user", "worker"]
 _JOB_PREFIX = "iris-job."
+# A job token is minted per attempt; the job's end revokes it long before this.
+JOB_TOKEN_TTL_S = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
     role: Role
     user: str | None = None
+    # A job token: only this job and its sub-jobs.
+    job_scope: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -39,9 +45,17 @@ class Principal:
         if self.role not in ("worker", "admin"):
             raise PermissionDenied("only a worker or admin token may register workers")
 
-    def owns(self, job_user: str) -> bool:
-        """Admins see everything; users see their own jobs only."""
-        return self.is_admin or (self.role == "user" and self.user == job_user)
+    def owns(self, job_user: str, job_id: str | None = None) -> bool:
+        """Admins see everything; users see their own jobs only; a job token its own job tree only."""
+        if self.is_admin:
+            return True
+        if self.role != "user" or self.user != job_user:
+            return False
+        return self.job_scope is None or (job_id is not None and self.in_scope(job_id))
+
+    def in_scope(self, job_id: str) -> bool:
+        scope = self.job_scope
+        return scope is None or job_id == scope or job_id.startswith(scope + "/")
 
 
 OPEN = Principal(role="admin", user=None)
@@ -55,9 +69,19 @@ class StaticToken:
 
 
 class Authenticator:
-    def __init__(self, tokens: Sequence[StaticToken] = (), *, secret: bytes = b"") -> None:
+    def __init__(
+        self,
+        tokens: Sequence[StaticToken] = (),
+        *,
+        secret: bytes = b"",
+        job_active: Callable[[str], bool] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        """``job_active(job_id)``: False once the job has finished (its tokens stop working)."""
         self._tokens = {t.token: Principal(role=t.role, user=t.user) for t in tokens}
         self._secret = secret
+        self.job_active = job_active
+        self._clock = clock
 
     @property
     def enabled(self) -> bool:
@@ -76,10 +100,9 @@ class Authenticator:
             raise Unauthenticated("the token is not valid for this controller")
         return principal
 
-    def job_token(self, job_id: str, user: str) -> str:
-        payload = (
-            base64.urlsafe_b64encode(json.dumps({"job": job_id, "user": user}).encode()).decode().rstrip("=")
-        )
+    def job_token(self, job_id: str, user: str, ttl_s: float = JOB_TOKEN_TTL_S) -> str:
+        claims = {"job": job_id, "user": user, "exp": round(self._clock() + ttl_s)}
+        payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
         return f"{_JOB_PREFIX}{payload}.{self._sign(payload)}"
 
     def _job_principal(self, token: str) -> Principal | None:
@@ -90,9 +113,14 @@ class Authenticator:
             return None
         try:
             claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-        except ValueError:
+            job, user, expires = str(claims["job"]), str(claims["user"]), float(claims["exp"])
+        except (ValueError, KeyError, TypeError):
             return None
-        return Principal(role="user", user=str(claims.get("user")))
+        if not expires > self._clock():
+            raise Unauthenticated("the job token has expired")
+        if self.job_active is not None and not self.job_active(job):
+            raise Unauthenticated(f"the job token of {job} stopped working: the job has finished")
+        return Principal(role="user", user=user, job_scope=job)
 
     def _sign(self, payload: str) -> str:
         return hmac.new(self._secret, payload.encode(), hashlib.sha256).hexdigest()

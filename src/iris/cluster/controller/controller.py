@@ -422,6 +422,12 @@ class Controller:
             fence_after_s=fence_after(self.health.grace_s),
         )
 
+    def job_active(self, job_id: str) -> bool:
+        """The job exists and has not finished (a job token works only while this holds)."""
+        with self.db.read() as cur:
+            job = store.get_job(cur, job_id)
+        return job is not None and job.state not in TERMINAL_JOB_STATES
+
     def register_endpoint(self, reg: EndpointRegistration) -> EndpointInfo:
         """A live job's task publishes ``name`` in its job tree's namespace (replacing an older one)."""
         now = self.clock()

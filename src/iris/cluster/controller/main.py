@@ -191,7 +191,7 @@ def _authenticator(controller: Controller, config: ClusterConfig) -> Authenticat
             secret = secrets.token_hex(32)
             store.set_meta_value(cur, "auth_secret", secret)
     tokens = [StaticToken(t.token, t.role, t.user) for t in config.auth.tokens]
-    return Authenticator(tokens, secret=bytes.fromhex(secret))
+    return Authenticator(tokens, secret=bytes.fromhex(secret), job_active=controller.job_active)
 
 
 def _build_autoscaler(controller: Controller, config: ClusterConfig, state_dir: Path) -> Any:

@@ -28,7 +28,7 @@ from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.log_routes import add_log_routes, attach_failures
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
 from iris.cluster.types import JobName
-from iris.rpc.errors import InvalidArgument, IrisError, NotFound, NotImplementedForBackend
+from iris.rpc.errors import InvalidArgument, IrisError, NotFound, NotImplementedForBackend, PermissionDenied
 from iris.rpc.models import (
     DEFAULT_TASK_PAGE,
     MAX_TASK_PAGE,
@@ -121,7 +121,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             return job_id
         with controller.db.read() as cur:
             job = store.get_job(cur, job_id)
-        if job is None or not principal.owns(job.user):
+        if job is None or not principal.owns(job.user, job_id):
             raise NotFound(f"job {job_id} does not exist")
         return job_id
 
@@ -361,6 +361,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         """A user's job is always submitted as that user, whatever the spec says."""
         principal = who()
         principal.may_use_jobs()
+        if principal.job_scope is not None and not spec.parent_job_id:
+            raise PermissionDenied("a job token submits sub-jobs of its own job only")
         if principal.role == "user":
             return spec.model_copy(update={"user": principal.user})
         return spec
@@ -395,6 +397,9 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
                 sort=sort,
                 descending=desc,
             )
+            if principal.job_scope is not None:  # a job token lists its own job tree only
+                rows = [r for r in rows if principal.in_scope(r.job_id)]
+                total = offset + len(rows)
             counts = store.task_counts_for_jobs(cur, [r.job_id for r in rows])
             waiting = [r.job_id for r in rows if r.state.value in ("PENDING", "RUNNING")]
             reasons = store.pending_reasons_for_jobs(cur, waiting)
