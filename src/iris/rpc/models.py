@@ -417,6 +417,8 @@ class WorkerHealth(WireModel):
     cpu_percent: float = 0.0
     memory_used_bytes: int = 0
     disk_free_bytes: int = 0
+    # The state disk is (nearly) full or not writable: take no new work, keep running what runs.
+    disk_pressure: bool = False
 
 
 class RegisterRequest(WireModel):

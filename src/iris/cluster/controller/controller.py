@@ -771,6 +771,8 @@ class Controller:
             self.health.apply(
                 out.worker_id, HealthEvent.REACHED if health.healthy else HealthEvent.UNREACHABLE, now
             )
+            # A full disk is not a dead worker: it keeps its tasks and the scheduler skips it.
+            self.health.set_disk_pressure(out.worker_id, health.disk_pressure)
             contacts.append((now, health.model_dump_json(), out.worker_id))
             asked = {d.attempt_uid for d in plans[out.worker_id][1].attempts}
             for obs in out.response.observations:

@@ -25,6 +25,8 @@ class WorkerLiveness:
     last_reached: float
     consecutive_failures: int = 0
     build_failures: int = 0
+    # Reported by the worker: alive, keeps its attempts, gets no new ones.
+    disk_pressure: bool = False
 
 
 class WorkerHealthTracker:
@@ -61,6 +63,12 @@ class WorkerHealthTracker:
             else:
                 entry.build_failures += 1
 
+    def set_disk_pressure(self, worker_id: str, pressure: bool) -> None:
+        with self._lock:
+            entry = self._workers.get(worker_id)
+            if entry is not None:
+                entry.disk_pressure = pressure
+
     def forget(self, worker_id: str) -> None:
         with self._lock:
             self._workers.pop(worker_id, None)
@@ -74,7 +82,8 @@ class WorkerHealthTracker:
             entry = self._workers.get(worker_id)
             if entry is None:
                 return WorkerStatus.DEAD
-            return WorkerStatus.DEGRADED if entry.consecutive_failures else WorkerStatus.HEALTHY
+            degraded = entry.consecutive_failures or entry.disk_pressure
+            return WorkerStatus.DEGRADED if degraded else WorkerStatus.HEALTHY
 
     def consecutive_failures(self, worker_id: str) -> int:
         with self._lock:

@@ -18,6 +18,7 @@ class KillReason(StrEnum):
     TIMEOUT = "timeout"  # the attempt ran past its execution timeout
     OOM = "oom"  # the process tree used more memory than the attempt's limit
     FENCED = "fenced"  # the controller has not reconciled this worker for the fencing grace
+    DISK = "disk"  # the attempt used more disk than it asked for, or filled the worker's disk
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +76,7 @@ def final_outcome(returncode: int, kill_reason: KillReason | None, kill_message:
     code = exit_code_of(returncode)
     if kill_reason is KillReason.OOM:
         return Outcome(TaskState.FAILED, OOM_EXIT_CODE, kill_message)
-    if kill_reason is KillReason.TIMEOUT:
+    if kill_reason in (KillReason.TIMEOUT, KillReason.DISK):
         return Outcome(TaskState.FAILED, code, kill_message)
     if kill_reason is not None:
         return Outcome(TaskState.KILLED, code, kill_message)

@@ -33,6 +33,7 @@ from iris.cluster.runtime.attempt_log import (
     LineIndex,
     read_log_page,
 )
+from iris.cluster.runtime.disk import MIN_FREE_DISK_BYTES, DiskView, decide_disk, dir_usage
 from iris.cluster.runtime.inspect import describe_processes, run_beside
 from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
@@ -133,6 +134,8 @@ class _Attempt:
         # Where its work dir (and callable payload) live: ``dir`` itself unless isolated.
         self.task_dir = directory
         self.lease: UidLease | None = None
+        # Set once its process is being created: from then on a kill signals it instead of ending it.
+        self.launching = False
         self.log: AttemptLogWriter | None = None
         self.state = TaskState.BUILDING
         self.exit_code: int | None = None
@@ -193,6 +196,8 @@ class SubprocessRuntime:
         isolation: Isolation | None = None,
         die_with_worker: bool = False,
         log_max_bytes: int = DEFAULT_MAX_LOG_BYTES,
+        disk_check_interval_s: float = 5.0,
+        min_free_disk_bytes: int = MIN_FREE_DISK_BYTES,
     ) -> None:
         """``die_with_worker``: each attempt's process gets SIGKILL when the worker dies (even by
         kill -9), via ``PR_SET_PDEATHSIG``; the processes are created on long-lived threads, since
@@ -217,6 +222,9 @@ class SubprocessRuntime:
         self._devices = devices
         self._isolation = isolation
         self._log_max_bytes = log_max_bytes
+        self._disk_check_interval_s = disk_check_interval_s
+        self._min_free_disk_bytes = min_free_disk_bytes
+        self._next_disk_check = 0.0
         setpriv = shutil.which("setpriv") if die_with_worker and isolation is None else None
         self._death_prefix = [setpriv, "--pdeathsig=KILL", "--"] if setpriv else []
         self._spawner = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-spawn")
@@ -288,6 +296,10 @@ class SubprocessRuntime:
             name = f"iris-build-{attempt.uid}"
             threading.Thread(target=self._prepare_and_launch, args=(attempt,), name=name, daemon=True).start()
             return
+        with self._lock:
+            if attempt.terminal:
+                return  # killed before it got a thread
+            attempt.launching = True
         try:
             self._make_attempt_dir(attempt)
             self._launch(attempt)
@@ -306,11 +318,17 @@ class SubprocessRuntime:
             work_dir = self._make_attempt_dir(attempt)
             assert attempt.log is not None
             preparation = self._preparer.prepare(attempt.spec, work_dir, attempt.log.system, cancelled)
+            with self._lock:
+                if attempt.terminal:
+                    return  # killed while BUILDING: it has already ended
+                attempt.launching = True
             if attempt.kill_reason is not None:
                 self._end_unstarted(attempt)
             else:
                 self._launch(attempt, preparation)
         except Exception as exc:  # noqa: BLE001 - any preparation failure ends the attempt
+            if attempt.terminal:
+                return
             if attempt.kill_reason is not None:
                 self._end_unstarted(attempt)
             elif isinstance(exc, PreparationError):
@@ -582,6 +600,9 @@ class SubprocessRuntime:
 
     def _end_unstarted(self, attempt: _Attempt) -> None:
         """Stopped while BUILDING: it ends (KILLED, or FAILED on a timeout) without a process."""
+        with self._lock:
+            if attempt.terminal:
+                return
         outcome = final_outcome(0, attempt.kill_reason, attempt.kill_message)
         if attempt.log is not None:
             attempt.log.system(f"attempt {outcome.state.value} before it started: {outcome.error}")
@@ -723,8 +744,15 @@ class SubprocessRuntime:
             if attempt.terminal or attempt.kill_reason is not None or attempt.returncode is not None:
                 return  # already ended (or ending on its own), or already being killed
             attempt.kill_reason, attempt.kill_message = reason, message
-            if attempt.popen is None:
-                return  # still starting: ``_launch`` kills it as soon as it exists
+            end_now = attempt.popen is None and not attempt.launching
+            if attempt.popen is None and attempt.launching:
+                return  # its process is being created: ``_launch`` kills it as soon as it exists
+        if end_now:
+            # BUILDING (or not started yet): it ends now, whatever its preparation is doing
+            # (a fetch or an environment build on a full disk may take long or hang).
+            self._end_unstarted(attempt)
+            self._notify(attempt.uid)
+            return
         if attempt.log is not None:
             attempt.log.system(f"killing: {message}")
         if reason is KillReason.OOM:
@@ -805,7 +833,26 @@ class SubprocessRuntime:
                     self._release_locked(attempt)
                     self._changed.notify_all()
                 self._notify(attempt.uid)
+        if now >= self._next_disk_check:
+            self._next_disk_check = now + self._disk_check_interval_s
+            self._check_disk()
         self._prune()
+
+    def _check_disk(self) -> None:
+        """Fail attempts over their disk request, or the biggest one when the disk is full."""
+        with self._lock:
+            live = [a for a in self._attempts.values() if not a.terminal and a.kill_reason is None]
+        views = []
+        for attempt in live:
+            request = attempt.spec.resources.disk_bytes if attempt.spec is not None else 0
+            views.append(DiskView(attempt.uid, dir_usage(attempt.task_dir / "work"), request))
+        try:
+            free = shutil.disk_usage(self.tasks_dir).free
+        except OSError:
+            free = self._min_free_disk_bytes
+        by_uid = {a.uid: a for a in live}
+        for decision in decide_disk(views, free, self._min_free_disk_bytes):
+            self._kill(by_uid[decision.attempt_uid], decision.reason, decision.message)
 
     def _handle_stuck_pipes(self, attempt: _Attempt) -> None:
         """The main process exited but something still holds its output pipes open (io thread).
@@ -884,4 +931,5 @@ def _kill_text(reason: KillReason) -> str:
         KillReason.TIMEOUT: "timed out",
         KillReason.OOM: "out of memory",
         KillReason.FENCED: "killed: the controller has not reconciled this worker for too long",
+        KillReason.DISK: "used too much disk",
     }[reason]

@@ -20,7 +20,8 @@ MIN_FREE_DISK_BYTES = 32 * 1024 * 1024
 def probe_health(
     state_dir: Path, running_attempts: int, min_free_bytes: int = MIN_FREE_DISK_BYTES
 ) -> WorkerHealth:
-    """Measure now. healthy=False (with the reason) when the state dir is full or not writable."""
+    """Measure now. disk_pressure (with the reason) when the state dir is full or not writable:
+    the worker is alive and keeps its attempts, it only takes no new ones."""
     error: str | None = None
     disk_free = 0
     try:
@@ -40,7 +41,8 @@ def probe_health(
         except OSError as exc:
             error = f"state dir {state_dir} is not writable: {exc.strerror or exc}"
     return WorkerHealth(
-        healthy=error is None,
+        healthy=True,
+        disk_pressure=error is not None,
         error=error,
         running_attempts=running_attempts,
         cpu_percent=psutil.cpu_percent(interval=None),
