@@ -12,7 +12,7 @@ from tests.worker.harness import ControllerStub, WorkerProcess, start_worker, wa
 
 from iris.cluster.controller.controller import fence_after
 from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker
-from iris.rpc.enums import WorkerStatus
+from iris.rpc.enums import TaskState, WorkerStatus
 from iris.rpc.models import DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
 
 
@@ -39,6 +39,20 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def group_alive(pgid: int) -> bool:
+    """Any live (non-zombie) process in the group."""
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                return True
+    return False
 
 
 def log_text(worker: WorkerProcess, uid: str) -> str:
@@ -77,18 +91,26 @@ def test_steady_reconciles_keep_attempts_alive(tmp_path: Path) -> None:
         stub.stop()
 
 
-def test_sigstopped_worker_kills_its_attempts_once_continued(tmp_path: Path) -> None:
-    stub = ControllerStub().start()
-    proc = start_worker(tmp_path, stub.url, "--reregister-after", "60", "--fence-after", "1.5")
+def test_sigstopped_worker_has_its_attempts_killed_while_it_is_stopped(tmp_path: Path) -> None:
+    stub = ControllerStub(fence_after_s=1.5).start()
+    proc = start_worker(tmp_path, stub.url, "--reregister-after", "60")
     try:
-        proc.reconcile([run("s1", "sleep", "100")])
+        proc.reconcile([run("s1", "sh", "-c", "sleep 100 & sleep 100")])
         pid = leader(proc, "s1")
         proc.popen.send_signal(signal.SIGSTOP)
-        time.sleep(2.5)  # the stop itself: longer than the grace
-        assert alive(pid)  # nothing kills it while the worker is stopped...
-        proc.popen.send_signal(signal.SIGCONT)
-        # ...and the first thing the continued worker does is fence (no reconcile came meanwhile).
-        wait_until(lambda: not alive(pid), timeout=10, what="the attempt to be fenced after SIGCONT")
+        try:
+            # The daemon cannot act, its watchdog does: the whole tree dies while the daemon is stopped.
+            wait_until(lambda: not group_alive(pid), timeout=15, what="the stopped worker's attempt to die")
+        finally:
+            proc.popen.send_signal(signal.SIGCONT)
+        # Continued, the worker reports the attempt as killed by fencing (infrastructure), not failed.
+        wait_until(
+            lambda: (
+                proc.observe([DesiredAttempt(attempt_uid="s1", intent="run")], "s1").state is TaskState.KILLED
+            ),
+            timeout=15,
+            what="the fenced attempt to be reported KILLED",
+        )
     finally:
         proc.stop()
         stub.stop()
@@ -98,14 +120,13 @@ def test_kill_9_of_the_worker_leaves_no_task_process(tmp_path: Path) -> None:
     stub = ControllerStub().start()
     proc = start_worker(tmp_path, stub.url)
     try:
-        proc.reconcile(
-            [run("o1", "sleep", "100"), run("o2", "python3", "-c", "import time; time.sleep(100)")]
-        )
+        proc.reconcile([run("o1", "sleep", "100"), run("o2", "sh", "-c", "sleep 100 & sleep 100")])
         pids = [leader(proc, "o1"), leader(proc, "o2")]
-        assert all(alive(pid) for pid in pids)
+        assert all(group_alive(pid) for pid in pids)
         os.kill(proc.popen.pid, signal.SIGKILL)
         proc.popen.wait()
-        wait_until(lambda: not any(alive(pid) for pid in pids), timeout=10, what="orphans to die")
+        # Background children included: nothing of the attempts outlives the daemon.
+        wait_until(lambda: not any(group_alive(pid) for pid in pids), timeout=15, what="orphans to die")
     finally:
         proc.stop()
         stub.stop()

@@ -273,16 +273,17 @@ def test_sigterm_kills_attempts_and_exits_zero(tmp_path: Path, controller: Contr
     assert "Traceback" not in proc.stderr()
 
 
-def test_restarted_worker_kills_what_a_killed_worker_left(tmp_path: Path, controller: ControllerStub) -> None:
+def test_a_killed_worker_leaves_no_tree_and_its_successor_reports_missing(
+    tmp_path: Path, controller: ControllerStub
+) -> None:
     proc = start_worker(tmp_path, controller.url)
     proc.reconcile([run("o1", "sh", "-c", "sleep 100 & sleep 100")])
     pgid = attempt_pgid(proc, "o1")
-    proc.popen.kill()  # kill -9: the attempt tree survives the worker
+    proc.popen.kill()  # kill -9: its watchdog kills the attempt tree, background child included
     proc.popen.wait()
-    assert not process_gone(pgid)
+    wait_until(lambda: process_gone(pgid), what="the dead worker's tree to be killed")
     again = start_worker(tmp_path, controller.url)
     try:
-        wait_until(lambda: process_gone(pgid), what="leftover tree to be killed")
         # The new incarnation lost the spec: the controller learns the attempt is MISSING.
         assert again.observe([run("o1")], "o1").state is TaskState.MISSING
     finally:

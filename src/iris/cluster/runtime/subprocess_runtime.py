@@ -688,6 +688,12 @@ class SubprocessRuntime:
         with self._lock:
             if attempt.returncode is None or attempt.open_fds or attempt.terminal:
                 return
+        if attempt.kill_reason is None and attempt.returncode != 0:
+            fenced = self.state_dir / "fenced" / attempt.uid
+            if fenced.exists():  # killed by the worker's watchdog while the worker was stopped
+                fenced.unlink(missing_ok=True)
+                attempt.kill_reason = KillReason.FENCED
+                attempt.kill_message = _kill_text(KillReason.FENCED)
         outcome = final_outcome(attempt.returncode, attempt.kill_reason, attempt.kill_message)
         assert attempt.log is not None
         summary = f"attempt {outcome.state.value}, exit code {outcome.exit_code}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from iris.cluster.runtime import KillReason
@@ -27,7 +28,10 @@ class SelfFence:
         kill_all: Callable[[KillReason, str], list[str]],
         configured_grace_s: float | None = None,
         interval_s: float = 0.25,
+        heartbeat: Callable[[float, float | None], None] | None = None,
     ) -> None:
+        """``heartbeat(reconciled_at, grace)`` (monotonic time) is told at every check, for the watchdog."""
+        self._heartbeat = heartbeat
         self._since_reconciled = since_reconciled
         self._advised_grace = advised_grace
         self._kill_all = kill_all
@@ -51,6 +55,8 @@ class SelfFence:
         """Kill everything if the grace has run out; the attempts killed now."""
         grace = self.grace()
         idle = self._since_reconciled()
+        if self._heartbeat is not None:
+            self._heartbeat(time.monotonic() - idle, grace)
         if grace is None or idle < grace:
             return []
         killed = self._kill_all(

@@ -8,6 +8,7 @@ import os
 import resource
 import signal
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ from iris.cluster.worker.metrics import Phase, WorkerMetrics
 from iris.cluster.worker.prepare import AttemptPreparer
 from iris.cluster.worker.service import WorkerService, create_app
 from iris.cluster.worker.usage import UsageSampler
+from iris.cluster.worker.watchdog import Heartbeat, start_watchdog
 from iris.rpc.logging_setup import configure_logging
 from iris.rpc.models import RegisterRequest
 from iris.rpc.signing import RequestVerifier
@@ -211,12 +213,15 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         usage=usage.usage,
         token=token,
     )
+    heartbeat = Heartbeat(state_dir)
     fence = SelfFence(
         since_reconciled=link.since_reconciled,
         advised_grace=lambda: link.advised_fence_s,
         kill_all=runtime.kill_all,
         configured_grace_s=config.fence_after_s,
+        heartbeat=heartbeat.beat,
     )
+    watchdog = start_watchdog(state_dir, worker_id)
     health = HealthCache(state_dir, runtime.running_count)
     service = WorkerService(worker_id, runtime, health, link)
     metrics = WorkerMetrics(
@@ -266,6 +271,12 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         runtime.shutdown()
         usage.stop()
         shipper.stop()  # a last push of what the attempts wrote while being killed
+        watchdog.terminate()
+        try:
+            watchdog.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            watchdog.kill()
+        heartbeat.close()
         logger.info("worker %s stopped", worker_id, extra={"worker_id": worker_id})
         if config.ready_file is not None:
             config.ready_file.unlink(missing_ok=True)

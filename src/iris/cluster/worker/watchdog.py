@@ -1,0 +1,101 @@
+"""A watchdog beside the worker daemon: kills its attempts when the daemon can no longer do it.
+
+The daemon fences itself (fencing.py) while it runs. Two faults stop it from doing so: it is
+stopped (SIGSTOP, a debugger) while its attempts, which are other processes, run on; or it died
+(kill -9, OOM) and left processes its tasks started. This small process, in a session of its own,
+reads the daemon's heartbeat (the monotonic time of the last successful reconcile and the fencing
+grace, rewritten in place in ``<state>/heartbeat``) and, when the heartbeat is older than the
+grace plus a second, or the daemon is gone, SIGKILLs every attempt tree recorded in ``<state>/pids``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from iris.cluster.runtime.pid_records import kill_leftover_trees
+
+HEARTBEAT_FILE = "heartbeat"
+FENCED_DIR = "fenced"
+_RECORD_BYTES = 128
+_MARGIN_S = 1.0
+
+
+class Heartbeat:
+    """The daemon's side: one fixed-size record rewritten in place (no new disk blocks needed)."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.path = state_dir / HEARTBEAT_FILE
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        self._last: tuple[float, float | None] | None = None
+
+    def beat(self, reconciled_at: float, fence_after_s: float | None) -> None:
+        if (
+            self._last is not None
+            and abs(self._last[0] - reconciled_at) < 0.2
+            and self._last[1] == fence_after_s
+        ):
+            return
+        record = json.dumps({"reconciled_at": reconciled_at, "fence_after_s": fence_after_s}).encode()
+        try:
+            os.pwrite(self._fd, record.ljust(_RECORD_BYTES), 0)
+            self._last = (reconciled_at, fence_after_s)
+        except OSError:
+            pass  # the watchdog then sees an older heartbeat: it can only fence early, never late
+
+    def close(self) -> None:
+        os.close(self._fd)
+
+
+def read_heartbeat(path: Path) -> tuple[float, float | None] | None:
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read(_RECORD_BYTES).strip() or b"null")
+        return float(data["reconciled_at"]), data["fence_after_s"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+
+
+def fence(state_dir: Path, worker_id: str) -> None:
+    """Kill every recorded attempt, leaving a mark so the daemon reports them as fenced, not failed."""
+    marks = state_dir / FENCED_DIR
+    records = list((state_dir / "pids").glob("*.json"))
+    if not records:
+        return
+    marks.mkdir(mode=0o700, exist_ok=True)
+    for record in records:
+        (marks / record.stem).touch()
+    kill_leftover_trees(state_dir / "pids", worker_id)
+
+
+def start_watchdog(state_dir: Path, worker_id: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "iris.cluster.worker.watchdog", str(state_dir), worker_id, str(os.getpid())],
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # a signal to the daemon's process group does not reach it
+    )
+
+
+def watch(state_dir: Path, worker_id: str, daemon_pid: int, interval_s: float = 0.5) -> int:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the daemon stopping us on a clean exit
+    pids_dir = state_dir / "pids"
+    heartbeat = state_dir / HEARTBEAT_FILE
+    while True:
+        if os.getppid() != daemon_pid:  # the daemon died: nothing of its attempts may outlive it
+            kill_leftover_trees(pids_dir, worker_id)
+            return 0
+        beat = read_heartbeat(heartbeat)
+        if beat is not None:
+            reconciled_at, grace = beat
+            if grace is not None and time.monotonic() - reconciled_at > grace + _MARGIN_S:
+                fence(state_dir, worker_id)
+        time.sleep(interval_s)
+
+
+if __name__ == "__main__":
+    sys.exit(watch(Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])))
