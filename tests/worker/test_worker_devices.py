@@ -147,12 +147,11 @@ def test_a_restarted_worker_starts_with_every_gpu_free(
     first.reconcile([run(gpu_spec("a", 2)), run(gpu_spec("b", 2, index=1))])
     printed_gpus(first, "a")
     printed_gpus(first, "b")
-    first.popen.send_signal(signal.SIGKILL)  # the attempts' trees outlive the worker...
+    first.popen.send_signal(signal.SIGKILL)  # the worker's watchdog kills the attempts' trees
     first.popen.wait(timeout=10)
     first.http.close()
-    second = start_worker(tmp_path, controller.url, "--reregister-after", "30")  # ...and are killed here
+    second = start_worker(tmp_path, controller.url, "--reregister-after", "30")
     try:
-        assert "killed 2 attempts left running by a previous run" in second.stderr()
         whole = gpu_spec("all", 4)
         second.reconcile([run(whole)])
         assert printed_gpus(second, "all").split()[0] == "gpus=0,1,2,3"
