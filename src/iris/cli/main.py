@@ -164,10 +164,10 @@ def controller() -> None:
 )
 @click.option(
     "--worker-grace",
-    default=10.0,
+    default=60.0,
     show_default=True,
     type=float,
-    help="Seconds a silent worker keeps its tasks.",
+    help="Seconds a silent worker keeps its tasks (its attempts fence themselves a little earlier).",
 )
 @click.option(
     "--advertise-url", help="URL tasks and workers use to reach the controller (default: the listen address)."

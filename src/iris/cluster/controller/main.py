@@ -236,7 +236,7 @@ class ControllerOptions:
     namespace: str = "iris"
     queue: str = "iris"
     tick: float = 1.0
-    worker_grace: float = 10.0
+    worker_grace: float = 60.0
     terminate_slices_on_exit: bool = False
     advertise_url: str | None = None
     image: str | None = None
