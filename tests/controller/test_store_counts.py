@@ -7,6 +7,7 @@ from pathlib import Path
 
 from iris.cluster.controller import store
 from iris.cluster.controller.db import MIGRATIONS, ControllerDB, statements
+from iris.cluster.controller.effects import Change, Effects, InsertJob
 from iris.rpc.models import Entrypoint, JobSpec, ResourceSpec
 
 
@@ -18,17 +19,16 @@ def add_job(cur: sqlite3.Cursor, name: str, replicas: int) -> str:
         resources=ResourceSpec(cpu=1),
     )
     job_id = f"/u/{name}"
-    store.insert_job(
-        cur,
+    insert = InsertJob(
         job_id=job_id,
         spec=spec,
         user="u",
         parent_job_id=None,
         root_job_id=job_id,
         depth=1,
-        now=1.0,
         root_submitted_at=1.0,
     )
+    store.commit(cur, Effects(changes=(Change((insert,)),)), 1.0)
     return job_id
 
 

@@ -10,15 +10,19 @@ from hypothesis import strategies as st
 
 from iris.cluster.controller.task_state import (
     AttemptSnapshot,
-    Observation,
     TaskSnapshot,
     apply_observation,
     stop_attempt,
 )
 from iris.rpc.enums import TERMINAL_TASK_STATES, StopReason, TaskState
+from iris.rpc.models import AttemptObservation
 
 S = TaskState
 NOW = 1000.0
+
+
+def obs(**kw: object) -> AttemptObservation:
+    return AttemptObservation(attempt_uid="a1", **kw)  # type: ignore[arg-type]
 
 
 def task(state: S = S.RUNNING, **kw: object) -> TaskSnapshot:
@@ -64,24 +68,20 @@ def attempt(state: S = S.RUNNING, uid: str = "a1", **kw: object) -> AttemptSnaps
 def test_transition_table(
     task_state: S, attempt_state: S, observed: S, budgets: dict[str, int], want_task: S, want_attempt: S
 ) -> None:
-    tr = apply_observation(
-        task(task_state, **budgets), attempt(attempt_state), Observation(state=observed), NOW
-    )
+    tr = apply_observation(task(task_state, **budgets), attempt(attempt_state), obs(state=observed), NOW)
     assert tr.task.state is want_task
     assert tr.attempt.state is want_attempt
 
 
 def test_preemption_budget_is_charged_only_when_started() -> None:
-    started = apply_observation(task(S.RUNNING), attempt(S.RUNNING), Observation(state=S.WORKER_FAILED), NOW)
+    started = apply_observation(task(S.RUNNING), attempt(S.RUNNING), obs(state=S.WORKER_FAILED), NOW)
     assert started.task.preemption_count == 1
-    never = apply_observation(task(S.ASSIGNED), attempt(S.ASSIGNED), Observation(state=S.WORKER_FAILED), NOW)
+    never = apply_observation(task(S.ASSIGNED), attempt(S.ASSIGNED), obs(state=S.WORKER_FAILED), NOW)
     assert never.task.preemption_count == 0
 
 
 def test_failure_records_exit_code_and_error() -> None:
-    tr = apply_observation(
-        task(), attempt(), Observation(state=S.FAILED, exit_code=3, error="exit code 3"), NOW
-    )
+    tr = apply_observation(task(), attempt(), obs(state=S.FAILED, exit_code=3, error="exit code 3"), NOW)
     assert (tr.task.exit_code, tr.task.error, tr.attempt.exit_code) == (3, "exit code 3", 3)
     assert tr.failed_attempt
 
@@ -89,16 +89,16 @@ def test_failure_records_exit_code_and_error() -> None:
 def test_stale_attempt_never_moves_the_task() -> None:
     current = task(S.RUNNING)
     stale = attempt(S.RUNNING, uid="old")
-    tr = apply_observation(current, stale, Observation(state=S.SUCCEEDED), NOW)
+    tr = apply_observation(current, stale, obs(state=S.SUCCEEDED), NOW)
     assert tr.task == current
     assert tr.attempt.state is S.SUCCEEDED
 
 
 def test_terminal_attempt_never_revives_but_confirms_release() -> None:
     killed = attempt(S.KILLED, stop_reason=StopReason.CANCELLED)
-    tr = apply_observation(task(S.KILLED), killed, Observation(state=S.RUNNING), NOW)
+    tr = apply_observation(task(S.KILLED), killed, obs(state=S.RUNNING), NOW)
     assert tr.attempt.state is S.KILLED and not tr.attempt.released
-    tr = apply_observation(task(S.KILLED), killed, Observation(state=S.KILLED, runtime_released=True), NOW)
+    tr = apply_observation(task(S.KILLED), killed, obs(state=S.KILLED, runtime_released=True), NOW)
     assert tr.attempt.released and tr.attempt.finished_at == NOW
 
 
@@ -143,7 +143,7 @@ def test_properties(
         max_retries_failure=max_failures,
     )
     a = attempt(attempt_state, released=released)
-    tr = apply_observation(t, a, Observation(state=observed), NOW)
+    tr = apply_observation(t, a, obs(state=observed), NOW)
     # A finished task is never reopened.
     if task_state in TERMINAL_TASK_STATES:
         assert tr.task == t

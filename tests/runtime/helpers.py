@@ -6,6 +6,7 @@ import itertools
 from pathlib import Path
 
 from iris.cluster.runtime import SubprocessRuntime
+from iris.rpc.enums import TERMINAL_TASK_STATES
 from iris.rpc.models import Entrypoint, ResourceSpec, RunSpec
 
 _uids = itertools.count()
@@ -40,7 +41,7 @@ def wait_done(rt: SubprocessRuntime, uid: str, timeout: float = 15.0):
 
     def done() -> bool:
         snap = rt.snapshot(uid)
-        return snap is not None and snap.terminal and snap.runtime_released
+        return snap is not None and snap.state in TERMINAL_TASK_STATES and snap.runtime_released
 
     assert rt.wait_for(done, timeout), f"attempt {uid} did not finish: {rt.snapshot(uid)}"
     return rt.snapshot(uid)

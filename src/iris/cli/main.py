@@ -631,6 +631,11 @@ TPU = _Parsed("tpu", _check_tpu)
     is_flag=True,
     help="Queue the job even if no worker or scale group could run it now (workers that fit will join).",
 )
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a finished job of the same --name (its tasks, logs and events go); a running one is never replaced.",
+)
 @click.option("--no-wait", is_flag=True, help="Submit, print the job id and return.")
 @click.option("--json", "as_json", is_flag=True, help="With --no-wait: print the job id as JSON.")
 @click.option(
@@ -673,6 +678,7 @@ def job_run(
     priority: str,
     dry_run: bool,
     wait_for_capacity: bool,
+    replace: bool,
     no_wait: bool,
     as_json: bool,
     no_workspace: bool,
@@ -733,6 +739,7 @@ def job_run(
         scheduling_timeout=scheduling_timeout,
         priority=priority,
         wait_for_capacity=wait_for_capacity,
+        replace=replace,
     )
     if pip_packages:
         submit_kwargs["environment"] = EnvironmentSpec(pip_packages=list(pip_packages))

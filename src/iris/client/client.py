@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from iris.client.job import Job
 from iris.client.local_cluster import LocalCluster
@@ -124,12 +124,16 @@ class IrisClient:
         ports: Sequence[str] = (),
         user: str | None = None,
         parent_job_id: str | None = None,
-        existing_job_policy: str = "replace_finished",
+        existing_job_policy: Literal["error", "replace", "keep"] = "error",
+        replace: bool = False,
         wait_for_capacity: bool = False,
         workspace: str | Path | bool | None = None,
         bundle_id: str | None = None,
     ) -> Job:
         """Submit a job; returns a handle to wait on, read logs from, or kill.
+
+        A name in use is refused (HTTP 409) while that job runs; ``replace=True`` replaces a
+        finished job of the same name, whose tasks, attempts and events are then gone.
 
         ``workspace`` (a directory, or True for the current one) is packaged and uploaded (once per
         content) so the tasks run inside a copy of it; ``bundle_id`` names an already uploaded one.
@@ -178,7 +182,8 @@ class IrisClient:
         ports: Sequence[str] = (),
         user: str | None = None,
         parent_job_id: str | None = None,
-        existing_job_policy: str = "replace_finished",
+        existing_job_policy: Literal["error", "replace", "keep"] = "error",
+        replace: bool = False,
         wait_for_capacity: bool = False,
     ) -> JobSpec:
         if entrypoint is None:
@@ -206,7 +211,7 @@ class IrisClient:
             ports=list(ports),
             user=user or default_user(),
             parent_job_id=parent_job_id or self.parent_job_id,
-            existing_job_policy=existing_job_policy,  # type: ignore[arg-type]
+            existing_job_policy="replace" if replace else existing_job_policy,
             wait_for_capacity=wait_for_capacity,
         )
         return spec

@@ -17,17 +17,23 @@ from iris.rpc.enums import (
     TaskState,
 )
 from iris.rpc.models import (
+    AttemptObservation,
     Constraint,
     CoschedulingConfig,
+    DesiredAttempt,
     DeviceSpec,
     Entrypoint,
     EnvironmentSpec,
     JobSpec,
     ResourceSpec,
+    WorkerHealth,
 )
 
 __all__ = [
     "ACTIVE_TASK_STATES",
+    "AttemptRef",
+    "DesiredGroup",
+    "GroupReport",
     "EXECUTING_TASK_STATES",
     "TERMINAL_JOB_STATES",
     "TERMINAL_TASK_STATES",
@@ -149,3 +155,33 @@ class TaskTarget:
     def __post_init__(self) -> None:
         if (self.address is None) == (self.attempt_uid is None):
             raise ValueError("a TaskTarget names exactly one of address or attempt_uid")
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRef:
+    """One attempt of a task, and where its RPCs (logs, exec, status) go."""
+
+    target: TaskTarget
+    attempt_uid: str
+    task_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DesiredGroup:
+    """The complete desired set of attempts of one worker daemon (WORKER), or of the whole
+    cluster (KUBERNETES: no ``worker_id`` and no ``address``)."""
+
+    attempts: tuple[DesiredAttempt, ...]
+    worker_id: str | None = None
+    address: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupReport:
+    """What reconciling one desired group found: one observation per attempt it was asked about
+    (and nothing else), or ``observations`` None when the worker or API server did not answer."""
+
+    worker_id: str | None
+    observations: tuple[AttemptObservation, ...] | None
+    health: WorkerHealth | None = None
+    error: str | None = None

@@ -254,9 +254,9 @@ class JobSpec(WireModel):
     parent_job_id: str | None = None
     ports: list[str] = Field(default_factory=list)
     bundle_id: str | None = None
-    # What to do when a job of this name exists: replace it if finished (else error), always
-    # error, or keep the existing job and return its id.
-    existing_job_policy: Literal["replace_finished", "error", "keep"] = "replace_finished"
+    # What to do when a job of this name exists: refuse (a live job is always refused), replace
+    # it if it has finished (its tasks, attempts and events go with it), or keep it and return its id.
+    existing_job_policy: Literal["error", "replace", "keep"] = "error"
     # Queue the job even when no registered worker and no scale group could ever run it (workers
     # that fit are expected to join); without it such a job is refused at submission.
     wait_for_capacity: bool = False

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from iris.rpc.enums import TERMINAL_JOB_STATES
+from iris.cluster.controller import store
 from iris.rpc.errors import InvalidArgument, NotFound
 
 BUNDLE_ID = re.compile(r"^[0-9a-f]{64}$")
@@ -140,11 +140,4 @@ class BundleStore:
 
 def referenced_bundles(cur: Any) -> set[str]:
     """Bundle ids named by jobs that have not finished."""
-    terminal = sorted(s.value for s in TERMINAL_JOB_STATES)
-    marks = ",".join("?" * len(terminal))
-    rows = cur.execute(
-        "SELECT DISTINCT json_extract(spec_json, '$.bundle_id') FROM jobs"
-        f" WHERE state NOT IN ({marks}) AND json_extract(spec_json, '$.bundle_id') IS NOT NULL",
-        terminal,
-    ).fetchall()
-    return {row[0] for row in rows}
+    return store.referenced_bundles(cur)

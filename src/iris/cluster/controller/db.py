@@ -199,6 +199,11 @@ MIGRATIONS: list[str] = [
             ON CONFLICT (job_id, state) DO UPDATE SET n = n + 1;
     END;
     """,
+    # 6: every task and attempt write is guarded by the version it was decided from
+    """
+    ALTER TABLE tasks ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE attempts ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 

@@ -18,8 +18,10 @@ import uvicorn
 from iris.cluster.config import ClusterConfig, load_cluster_config
 from iris.cluster.controller import store
 from iris.cluster.controller.auth import Authenticator, StaticToken
+from iris.cluster.controller.autoscaler import Autoscaler, AutoscalerStore
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind
-from iris.cluster.controller.controller import Controller, create_controller
+from iris.cluster.controller.controller import Controller, create_controller, open_db
+from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.service import create_app
 from iris.rpc.logging_setup import LOG_FORMATS
 from iris.rpc.logging_setup import configure_logging as configure_structured_logging
@@ -62,8 +64,6 @@ def serve(
     bound_port = sock.getsockname()[1]
     url = f"http://{host}:{bound_port}"
     controller.set_url(advertise_url or url)
-    if controller.autoscaler is not None:
-        controller.autoscaler.controller_url = advertise_url or url
     app = create_app(controller, dashboard_dir=DASHBOARD_DIR)
     config = uvicorn.Config(
         app, log_level="warning", access_log=False, timeout_keep_alive=120, lifespan="off", log_config=None
@@ -133,8 +133,9 @@ def _build_controller(
     worker_grace_s: float,
     config: ClusterConfig | None,
 ) -> Controller:
+    db = open_db(state_dir)
+    auth = _authenticator(db, config) if config is not None else None
     if backend in ("worker", BackendKind.WORKER.value):
-        autoscaler = None
         backend_id, display_name = "local-workers", "Iris workers"
         if config is not None:
             backend_id = config.backend.backend_id
@@ -145,16 +146,19 @@ def _build_controller(
             display_name=display_name,
             scale_groups=frozenset(config.scale_groups) if config is not None else frozenset(),
         )
-        controller = create_controller(
-            descriptor, state_dir=state_dir, tick_interval_s=tick_interval_s, worker_grace_s=worker_grace_s
+        scaled = config is not None and bool(config.scale_groups)
+        return create_controller(
+            descriptor,
+            state_dir=state_dir,
+            db=db,
+            auth=auth,
+            autoscaler=_build_autoscaler(db, config, state_dir) if config is not None and scaled else None,
+            autoscale_interval_s=config.defaults.autoscaler.evaluation_interval_s
+            if config is not None
+            else 1.0,
+            tick_interval_s=tick_interval_s,
+            worker_grace_s=worker_grace_s,
         )
-        if config is not None:
-            controller.auth = _authenticator(controller, config)
-        if config is not None and config.scale_groups:
-            autoscaler = _build_autoscaler(controller, config, state_dir)
-            controller.autoscaler = autoscaler
-            controller.autoscale_interval_s = config.defaults.autoscaler.evaluation_interval_s
-        return controller
     from iris.cluster.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 
     settings: dict[str, Any] = dict((config.backend.kubernetes or {}) if config is not None else {})
@@ -172,20 +176,17 @@ def _build_controller(
         kind=BackendKind.KUBERNETES,
         display_name=(config.backend.display_name if config is not None else "") or "Kubernetes (Kueue)",
     )
-    pod_backend = KubernetesBackend(k8s_config, controller_url="", backend_id=descriptor.backend_id)
-    controller = create_controller(
-        descriptor, state_dir=state_dir, pod_backend=pod_backend, tick_interval_s=tick_interval_s
+    backend = KubernetesBackend(k8s_config, controller_url="", backend_id=descriptor.backend_id)
+    return create_controller(
+        descriptor, state_dir=state_dir, db=db, auth=auth, backend=backend, tick_interval_s=tick_interval_s
     )
-    if config is not None:
-        controller.auth = _authenticator(controller, config)
-    return controller
 
 
-def _authenticator(controller: Controller, config: ClusterConfig) -> Authenticator:
+def _authenticator(db: ControllerDB, config: ClusterConfig) -> Authenticator:
     """The config's tokens, and a signing secret for job tokens that survives restarts."""
     if not config.auth.tokens:
         return Authenticator()
-    with controller.db.transaction() as cur:
+    with db.transaction() as cur:
         secret = store.meta_value(cur, "auth_secret")
         if secret is None:
             secret = secrets.token_hex(32)
@@ -194,12 +195,11 @@ def _authenticator(controller: Controller, config: ClusterConfig) -> Authenticat
     return Authenticator(tokens, secret=bytes.fromhex(secret), job_active=controller.job_active)
 
 
-def _build_autoscaler(controller: Controller, config: ClusterConfig, state_dir: Path) -> Any:
-    from iris.cluster.controller.autoscaler import Autoscaler, AutoscalerStore
+def _build_autoscaler(db: ControllerDB, config: ClusterConfig, state_dir: Path) -> Autoscaler:
     from iris.cluster.platforms.factory import make_platform
 
     def registered_workers() -> list[tuple[str, str]]:
-        with controller.db.read() as cur:
+        with db.read() as cur:
             return [(w.worker_id, w.address) for w in store.list_workers(cur)]
 
     worker_tokens = [t.token for t in config.auth.tokens if t.role == "worker"]
@@ -211,9 +211,7 @@ def _build_autoscaler(controller: Controller, config: ClusterConfig, state_dir: 
         # Workers the autoscaler starts authenticate with the config's first worker token.
         worker_env={"IRIS_TOKEN": worker_tokens[0]} if worker_tokens else None,
     )
-    return Autoscaler.from_config(
-        config, platform, AutoscalerStore(controller.db.connection, controller.db.lock)
-    )
+    return Autoscaler.from_config(config, platform, AutoscalerStore(db.connection, db.lock))
 
 
 def configure_logging(log_format: str | None = None, log_file: Path | None = None) -> None:

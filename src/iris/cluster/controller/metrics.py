@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from iris.cluster.controller import store
 from iris.rpc.enums import JobState, TaskState, WorkerStatus
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -161,8 +162,7 @@ class CountsReader:
         if not self._has_action_log():
             return 0
         with self._controller.db.read() as cur:
-            row = cur.execute("SELECT COALESCE(MAX(id), 0) FROM autoscaler_actions").fetchone()
-        return int(row[0])
+            return store.last_autoscaler_action_id(cur)
 
     def __call__(self) -> ClusterCounts:
         c = self._controller
@@ -171,21 +171,15 @@ class CountsReader:
         actions: list[tuple[str, str]] = []
         worker_ids: list[str] | None = None
         with c.db.read() as cur:
-            for kind, state, n in cur.execute(
-                "SELECT 't', state, count(*) FROM tasks GROUP BY state"
-                " UNION ALL SELECT 'j', state, count(*) FROM jobs GROUP BY state"
-            ):
-                (tasks if kind == "t" else jobs)[state] = n
+            tasks = store.task_counts(cur)
+            jobs = store.job_counts(cur)
             if c.backend_descriptor.kind.value == "worker-daemon":
-                worker_ids = [r[0] for r in cur.execute("SELECT worker_id FROM workers")]
+                worker_ids = store.worker_ids(cur)
             if self._has_action_log():
-                rows = cur.execute(
-                    "SELECT id, scale_group, action FROM autoscaler_actions WHERE id > ? ORDER BY id",
-                    (self._last_action_id,),
-                ).fetchall()
+                rows = store.autoscaler_actions_since(cur, self._last_action_id)
                 if rows:
                     self._last_action_id = rows[-1][0]
-                    actions = [(r[1], r[2]) for r in rows]
+                    actions = [(group, action) for _, group, action in rows]
         workers: dict[str, int] | None = None
         if worker_ids is not None:
             workers = {}

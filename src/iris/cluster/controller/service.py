@@ -7,7 +7,7 @@ and custom methods follow a colon: ``POST /api/v1/jobs/alice/train:stop``.
 from __future__ import annotations
 
 import base64
-import json
+import dataclasses
 import logging
 from contextvars import ContextVar
 from pathlib import Path
@@ -22,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from iris import __version__
 from iris.cluster.controller import store, views
 from iris.cluster.controller.auth import Principal
-from iris.cluster.controller.backend import BackendKind, dashboard_backend_descriptor
+from iris.cluster.controller.backend import dashboard_backend_descriptor
 from iris.cluster.controller.controller import Controller
 from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.log_routes import add_log_routes, attach_failures
@@ -80,7 +80,6 @@ _principal: ContextVar[Principal] = ContextVar("iris_principal")
 
 def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> FastAPI:
     app = FastAPI(title="Iris controller", version=__version__, description="Submit, watch and stop jobs.")
-    kind = controller.backend_descriptor.kind
     app.add_middleware(RequestTimer, histogram=controller.metrics.api_request_seconds)
     controller.metrics.watch_state(CountsReader(controller))
 
@@ -131,10 +130,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     def live_task_logs(task_id: str, uid: str, *, offset: int, limit: int) -> LogsResponse:
         """A page read from the machine running the attempt (before its worker shipped anything)."""
-        target, uid = controller.task_target(task_id, uid)
-        if target.address is not None and controller.worker_rpc is not None:
-            return controller.worker_rpc.read_logs(target.address, uid, offset=offset, limit=limit)
-        return _pod_backend().read_logs(target, task_id, offset=offset, limit=limit)
+        ref = controller.attempt_ref(task_id, uid)
+        return controller.require_backend().attempt_logs(ref, offset=offset, limit=limit)
 
     @app.exception_handler(IrisError)
     async def _iris_error(_: Request, exc: IrisError) -> JSONResponse:
@@ -159,7 +156,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         return JSONResponse(
             status_code=exc.status_code,
             content={"error": {"code": codes.get(exc.status_code, "http_error"), "message": message}},
-            headers=getattr(exc, "headers", None),
+            headers=exc.headers,
         )
 
     @app.exception_handler(Exception)
@@ -194,7 +191,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             jobs = store.job_counts(cur, scope)
             tasks = store.task_counts(cur, scope)
         workers: dict[str, int] = {}
-        if kind is BackendKind.WORKER:
+        if "workers" in dash.capabilities:
             with controller.db.read() as cur:
                 for w in store.list_workers(cur):
                     s = controller.health.status(w.worker_id).value
@@ -234,27 +231,21 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     @app.get("/api/v1/scheduler")
     def scheduler_queue(limit: int = Query(default=200, ge=1, le=5000)) -> dict[str, object]:
         """The pending queue by priority band, each task with its reason and queue position."""
-        principal = who()
-        mine = "" if principal.is_admin else " AND j.user = ?"  # a user sees their own queue only
+        principal = who()  # a user sees their own queue only
         with controller.db.read() as cur:
-            rows = cur.execute(
-                "SELECT t.task_id, t.job_id, t.pending_reason, j.user, j.priority, j.submitted_at FROM tasks t"
-                " JOIN jobs j ON j.job_id = t.job_id WHERE t.state IN ('PENDING', 'ASSIGNED') AND t.pending_reason IS NOT NULL"
-                f"{mine} ORDER BY j.submitted_at LIMIT ?",
-                (limit,) if principal.is_admin else (principal.user, limit),
-            ).fetchall()
+            rows = store.waiting_tasks(cur, limit, user=None if principal.is_admin else principal.user)
         bands: dict[str, list[dict[str, object]]] = {"PRODUCTION": [], "INTERACTIVE": [], "BATCH": []}
         for r in rows:
-            reason = controller.last_pending.get(r["task_id"])
-            bands.setdefault(r["priority"], []).append(
+            reason = controller.last_pending.get(r.task_id)
+            bands.setdefault(r.priority.value, []).append(
                 {
-                    "task_id": r["task_id"],
-                    "job_id": r["job_id"],
-                    "user": r["user"],
-                    "submitted_at": r["submitted_at"],
-                    "reason": r["pending_reason"],
-                    "code": getattr(reason, "code", None) and str(reason.code),
-                    "position": getattr(reason, "position", None),
+                    "task_id": r.task_id,
+                    "job_id": r.job_id,
+                    "user": r.user,
+                    "submitted_at": r.submitted_at,
+                    "reason": r.pending_reason,
+                    "code": str(reason.code) if reason is not None else None,
+                    "position": reason.position if reason is not None else None,
                 }
             )
         for entries in bands.values():
@@ -270,9 +261,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     @app.get("/api/v1/cluster/overview")
     def cluster_overview() -> dict[str, object]:
         """KUBERNETES: pods by phase, Kueue admission, nodes. WORKER controllers use /api/v1/workers."""
-        if kind is not BackendKind.KUBERNETES or controller.pod_backend is None:
-            raise NotImplementedForBackend("the cluster view exists only for the kubernetes backend")
-        return controller.pod_backend.cluster_overview()  # type: ignore[attr-defined]
+        return controller.require_backend().overview()
 
     @app.post("/api/v1/dry-run", response_model=DryRunResult)
     def dry_run(spec: JobSpec) -> DryRunResult:
@@ -304,21 +293,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         with controller.db.read() as cur:
             rows = store.list_endpoints(cur, namespace=namespace, name=name)
         if not principal.is_admin:
-            rows = [r for r in rows if r["namespace"].startswith(f"{principal.user}/")]
-        return EndpointList(
-            endpoints=[
-                EndpointInfo(
-                    name=r["name"],
-                    namespace=r["namespace"],
-                    address=r["address"],
-                    job_id=r["job_id"],
-                    task_id=r["task_id"],
-                    metadata=json.loads(r["metadata_json"]),
-                    registered_at=r["registered_at"],
-                )
-                for r in rows
-            ]
-        )
+            rows = [r for r in rows if r.namespace.startswith(f"{principal.user}/")]
+        return EndpointList(endpoints=rows)
 
     # ---- workspace bundles (content-addressed archives; see controller/bundles.py)
 
@@ -445,7 +421,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             if store.get_job(cur, job_id) is None:
                 raise NotFound(f"job {job_id} does not exist")
             rows = store.job_events(cur, job_id, limit)
-        return {"events": [dict(r) for r in rows]}
+        return {"events": [dataclasses.asdict(r) for r in rows]}
 
     @app.get("/api/v1/jobs/{job_path:path}", response_model=JobDetail)
     def get_job(
@@ -466,31 +442,13 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     def task_process_status(task_path: str, attempt: str | None = None) -> dict[str, Any]:
         """The attempt's processes (WORKER: from its worker daemon) or its pod (KUBERNETES)."""
         task_id = owned_task(_job_id(task_path))
-        target, uid = controller.task_target(task_id, attempt)
-        if target.address is not None:
-            assert controller.worker_rpc is not None
-            return {
-                "kind": "process",
-                "target": target.address,
-                **controller.worker_rpc.process_status(target.address, uid),
-            }
-        return {"kind": "pod", **_pod_backend().process_status(target, task_id)}
+        return controller.require_backend().attempt_status(controller.attempt_ref(task_id, attempt))
 
     @app.post("/api/v1/tasks/{task_path:path}:exec", response_model=ExecResponse)
     def task_exec(task_path: str, request: ExecRequest, attempt: str | None = None) -> ExecResponse:
         """Run a command beside a running task: in its worker's working directory, or in its pod."""
         task_id = owned_task(_job_id(task_path))
-        target, uid = controller.task_target(task_id, attempt)
-        if target.address is not None:
-            assert controller.worker_rpc is not None
-            return controller.worker_rpc.exec(target.address, uid, request)
-        result = _pod_backend().exec(target, task_id, request.argv, timeout_s=request.timeout_s)
-        return ExecResponse(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr)
-
-    def _pod_backend() -> Any:
-        if controller.pod_backend is None:
-            raise NotImplementedForBackend("this controller has no pod backend connected")
-        return controller.pod_backend
+        return controller.require_backend().attempt_exec(controller.attempt_ref(task_id, attempt), request)
 
     @app.post("/api/v1/workers/register", response_model=RegisterResponse)
     def register(req: RegisterRequest) -> RegisterResponse:
@@ -506,7 +464,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.get("/api/v1/workers", response_model=WorkerList)
     def list_workers() -> WorkerList:
-        if kind is not BackendKind.WORKER:
+        if "workers" not in dashboard_backend_descriptor(controller).capabilities:
             raise NotImplementedForBackend(
                 "this controller runs the kubernetes backend: there is no worker store (see the cluster view)"
             )
@@ -516,11 +474,11 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         used: dict[str, dict[str, int]] = {}
         running: dict[str, list[str]] = {}
         for u in usage:
-            acc = used.setdefault(u["worker_id"], {"cpu_millicores": 0, "memory_bytes": 0, "disk_bytes": 0})
-            acc["cpu_millicores"] += u["cpu_millicores"]
-            acc["memory_bytes"] += u["memory_bytes"]
-            acc["disk_bytes"] += u["disk_bytes"]
-            running.setdefault(u["worker_id"], []).append(u["task_id"])
+            acc = used.setdefault(u.worker_id, {"cpu_millicores": 0, "memory_bytes": 0, "disk_bytes": 0})
+            acc["cpu_millicores"] += u.resources.cpu_millicores
+            acc["memory_bytes"] += u.resources.memory_bytes
+            acc["disk_bytes"] += u.resources.disk_bytes
+            running.setdefault(u.worker_id, []).append(u.task_id)
         if not who().is_admin:  # a user sees their own tasks on a worker, not others' job names
             mine = f"/{who().user}/"
             running = {w: [t for t in ts if t.startswith(mine)] for w, ts in running.items()}

@@ -1,18 +1,42 @@
 """Reads and writes of the controller's tables: the only module that speaks SQL to ControllerDB.
 
-Row types are plain dataclasses so the decision kernels never see a database cursor.
+Row types are plain dataclasses so the decision kernels never see a database cursor. Every
+change to jobs, tasks, attempts and workers is written by ``commit(cur, effects, now)`` (the
+shape is described in effects.py): each write is conditional on the version (tasks, attempts)
+or state (jobs) it was decided from, and a change one of whose guards no longer holds is dropped
+whole. Snapshots (``round_snapshot``, ``observation_snapshot``, ``job_snapshots``) are the
+frozen reads the kernels in round.py decide from.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import secrets
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
+from iris.cluster.controller.effects import (
+    Applied,
+    Assign,
+    Change,
+    DeleteWorker,
+    Effects,
+    Event,
+    InsertJob,
+    MoveAttempt,
+    MoveTask,
+    SetJob,
+    UpsertWorker,
+)
+from iris.cluster.controller.scheduler.model import Resources
 from iris.cluster.controller.task_state import AttemptSnapshot, TaskSnapshot
-from iris.rpc.enums import JobState, PriorityBand, StopReason, TaskState
-from iris.rpc.models import JobSpec, ResourceSpec, WorkerHealth
+from iris.cluster.controller.transitions import edge_allowed
+from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, PriorityBand, StopReason, TaskState
+from iris.rpc.models import EndpointInfo, JobSpec, RegisterRequest, ResourceSpec, WorkerHealth
+
+log = logging.getLogger("iris.controller.store")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +126,8 @@ def _job(row: sqlite3.Row) -> JobRow:
 # ---------------------------------------------------------------- jobs
 
 
-def insert_job(
-    cur: sqlite3.Cursor,
-    *,
-    job_id: str,
-    spec: JobSpec,
-    user: str,
-    parent_job_id: str | None,
-    root_job_id: str,
-    depth: int,
-    now: float,
-    root_submitted_at: float,
-) -> None:
+def _insert_job(cur: sqlite3.Cursor, job: InsertJob, now: float) -> None:
+    spec, job_id = job.spec, job.job_id
     res = spec.resources
     deadline = now + spec.scheduling_timeout_s if spec.scheduling_timeout_s else None
     cur.execute(
@@ -124,16 +138,16 @@ def insert_job(
         (
             job_id,
             spec.name,
-            user,
-            parent_job_id,
-            root_job_id,
-            depth,
+            job.user,
+            job.parent_job_id,
+            job.root_job_id,
+            job.depth,
             JobState.PENDING.value,
             spec.priority.value,
             spec.replicas,
             spec.model_dump_json(),
             now,
-            root_submitted_at,
+            job.root_submitted_at,
             deadline,
             res.cpu_millicores,
             res.memory_bytes,
@@ -151,9 +165,21 @@ def insert_job(
     )
 
 
+def job_tree(cur: sqlite3.Cursor, job_id: str) -> list[str]:
+    """The job and all its descendants."""
+    return [
+        r[0]
+        for r in cur.execute(
+            "SELECT job_id FROM jobs WHERE job_id = ? OR job_id LIKE ?", (job_id, job_id + "/%")
+        )
+    ]
+
+
 def delete_job_tree(cur: sqlite3.Cursor, job_id: str) -> None:
-    """Remove a finished job and its descendants (used when a name is reused)."""
+    """Remove a finished job and its descendants, with their history (a replaced name is a new run)."""
     like = job_id + "/%"
+    cur.execute("DELETE FROM events WHERE job_id = ? OR job_id LIKE ?", (job_id, like))
+    cur.execute("DELETE FROM endpoints WHERE job_id = ? OR job_id LIKE ?", (job_id, like))
     cur.execute(
         "DELETE FROM attempts WHERE task_id IN (SELECT task_id FROM tasks WHERE job_id = ? OR job_id LIKE ?)",
         (job_id, like),
@@ -240,6 +266,13 @@ def task_counts_for_jobs(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[st
     return out
 
 
+def submitted_at(cur: sqlite3.Cursor, job_ids: Iterable[str]) -> dict[str, float]:
+    return {
+        r[0]: r[1]
+        for r in select_in(cur, "SELECT job_id, submitted_at FROM jobs WHERE job_id IN (:ids)", job_ids)
+    }
+
+
 def children_of(cur: sqlite3.Cursor, job_id: str) -> list[str]:
     return [
         r[0]
@@ -269,18 +302,6 @@ def live_descendants(cur: sqlite3.Cursor, job_id: str) -> list[str]:
     ]
 
 
-def update_job(cur: sqlite3.Cursor, job_id: str, **fields: object) -> None:
-    cols = ", ".join(f"{k} = ?" for k in fields)
-    cur.execute(f"UPDATE jobs SET {cols} WHERE job_id = ?", [*(_db(v) for v in fields.values()), job_id])
-
-
-def task_state_counts(cur: sqlite3.Cursor, job_id: str) -> dict[TaskState, int]:
-    return {
-        TaskState(r[0]): r[1]
-        for r in cur.execute("SELECT state, count(*) FROM tasks WHERE job_id = ? GROUP BY state", (job_id,))
-    }
-
-
 def job_counts(cur: sqlite3.Cursor, user: str | None = None) -> dict[str, int]:
     if user is not None:
         rows = cur.execute("SELECT state, count(*) FROM jobs WHERE user = ? GROUP BY state", (user,))
@@ -308,48 +329,89 @@ _TASK_COLUMNS = (
 )
 
 
+@dataclass(frozen=True, slots=True)
+class TaskRow:
+    task_id: str
+    job_id: str
+    task_index: int
+    state: TaskState
+    current_attempt_uid: str | None
+    worker_id: str | None
+    failure_count: int
+    preemption_count: int
+    exit_code: int | None
+    error: str | None
+    pending_reason: str | None
+    started_at: float | None
+    finished_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRow:
+    attempt_uid: str
+    task_id: str
+    attempt_number: int
+    worker_id: str | None
+    worker_address: str | None
+    state: TaskState
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    exit_code: int | None
+    error: str | None
+    message: str | None
+
+
+def _task_row(r: sqlite3.Row) -> TaskRow:
+    return TaskRow(*r[:3], TaskState(r[3]), *r[4:])
+
+
+_ATTEMPT_ROW_SQL = (
+    "SELECT a.attempt_uid, a.task_id, a.attempt_number, a.worker_id, w.address, a.state, a.created_at,"
+    " a.started_at, a.finished_at, a.exit_code, a.error, a.message"
+    " FROM attempts a LEFT JOIN workers w ON w.worker_id = a.worker_id"
+)
+
+
+def _attempt_row(r: sqlite3.Row) -> AttemptRow:
+    return AttemptRow(*r[:5], TaskState(r[5]), *r[6:])
+
+
 def tasks_of_job(
     cur: sqlite3.Cursor, job_id: str, *, offset: int = 0, limit: int | None = None
-) -> list[sqlite3.Row]:
+) -> list[TaskRow]:
     """The job's tasks by index; ``offset``/``limit`` read one page of them."""
-    return cur.execute(
-        f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE job_id = ? ORDER BY task_index LIMIT ? OFFSET ?",
-        (job_id, -1 if limit is None else limit, offset),
-    ).fetchall()
+    return [
+        _task_row(r)
+        for r in cur.execute(
+            f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE job_id = ? ORDER BY task_index LIMIT ? OFFSET ?",
+            (job_id, -1 if limit is None else limit, offset),
+        )
+    ]
 
 
 def get_task(cur: sqlite3.Cursor, task_id: str) -> sqlite3.Row | None:
+    """The raw row (the log routes read it by column name; ``tasks_of_job`` gives typed rows)."""
     return cur.execute(f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE task_id = ?", (task_id,)).fetchone()
 
 
-def attempts_of_tasks(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str, list[sqlite3.Row]]:
-    out: dict[str, list[sqlite3.Row]] = {t: [] for t in task_ids}
+def attempts_of_tasks(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str, list[AttemptRow]]:
+    out: dict[str, list[AttemptRow]] = {t: [] for t in task_ids}
     for row in select_in(
-        cur,
-        "SELECT a.*, w.address AS worker_address FROM attempts a LEFT JOIN workers w ON w.worker_id = a.worker_id"
-        " WHERE a.task_id IN (:ids) ORDER BY a.attempt_number",
-        task_ids,
+        cur, _ATTEMPT_ROW_SQL + " WHERE a.task_id IN (:ids) ORDER BY a.attempt_number", task_ids
     ):
-        out[row["task_id"]].append(row)
+        attempt = _attempt_row(row)
+        out[attempt.task_id].append(attempt)
     return out
 
 
 def get_attempt(cur: sqlite3.Cursor, attempt_uid: str) -> sqlite3.Row | None:
+    """The raw row with its worker's address (read by column name by the log routes)."""
     return cur.execute(
         "SELECT a.*, w.address AS worker_address FROM attempts a LEFT JOIN workers w ON w.worker_id = a.worker_id"
         " WHERE a.attempt_uid = ?",
         (attempt_uid,),
     ).fetchone()
-
-
-def pending_tasks(cur: sqlite3.Cursor, limit: int = 100_000) -> list[sqlite3.Row]:
-    return cur.execute(
-        "SELECT t.task_id, t.job_id, t.task_index, t.current_attempt_uid, t.failure_count, t.preemption_count, t.pending_reason,"
-        " j.user, j.priority, j.depth, j.root_submitted_at, j.submitted_at, j.group_by, j.replicas,"
-        " j.cpu_millicores, j.memory_bytes, j.disk_bytes, j.device_type, j.device_variant, j.device_count, j.spec_json"
-        " FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' LIMIT ?",
-        (limit,),
-    ).fetchall()
 
 
 def unreleased_attempts(cur: sqlite3.Cursor, worker_ids: Sequence[str] | None = None) -> list[LiveAttempt]:
@@ -381,16 +443,6 @@ def unreleased_attempts(cur: sqlite3.Cursor, worker_ids: Sequence[str] | None = 
     ]
 
 
-def worker_usage(cur: sqlite3.Cursor) -> list[sqlite3.Row]:
-    """Per unreleased attempt: its worker, resources, band and whether it still runs."""
-    return cur.execute(
-        "SELECT a.worker_id, a.task_id, a.state, a.stop_reason, a.started_at, t.job_id, j.priority, j.group_by,"
-        " j.cpu_millicores, j.memory_bytes, j.disk_bytes, j.device_type, j.device_variant, j.device_count"
-        " FROM attempts a JOIN tasks t ON t.task_id = a.task_id JOIN jobs j ON j.job_id = t.job_id"
-        " WHERE a.released = 0 AND a.worker_id IS NOT NULL"
-    ).fetchall()
-
-
 def jobs_with_live_attempts(cur: sqlite3.Cursor, job_ids: Iterable[str]) -> set[str]:
     """Jobs (of those given) that still have an attempt whose process is not confirmed gone."""
     out: set[str] = set()
@@ -408,11 +460,11 @@ def task_snapshots(cur: sqlite3.Cursor, task_ids: Iterable[str]) -> dict[str, Ta
     for r in select_in(
         cur,
         "SELECT t.task_id, t.state, t.current_attempt_uid, t.failure_count, t.preemption_count, t.started_at,"
-        " t.finished_at, t.exit_code, t.error, j.spec_json FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
+        " t.finished_at, t.exit_code, t.error, j.spec_json, t.version FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
         " WHERE t.task_id IN (:ids)",
         task_ids,
     ):
-        spec = json.loads(r["spec_json"])
+        spec = _budgets(r["spec_json"])
         out[r["task_id"]] = TaskSnapshot(
             task_id=r["task_id"],
             state=TaskState(r["state"]),
@@ -425,30 +477,47 @@ def task_snapshots(cur: sqlite3.Cursor, task_ids: Iterable[str]) -> dict[str, Ta
             finished_at=r["finished_at"],
             exit_code=r["exit_code"],
             error=r["error"],
+            version=r["version"],
         )
     return out
+
+
+def _budgets(spec_json: str) -> dict[str, int]:
+    spec = json.loads(spec_json)
+    return {
+        "max_retries_failure": spec.get("max_retries_failure", 0),
+        "max_retries_preemption": spec.get("max_retries_preemption", 100),
+    }
 
 
 def attempt_snapshots(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> dict[str, AttemptSnapshot]:
     out: dict[str, AttemptSnapshot] = {}
     for r in select_in(
         cur,
-        "SELECT attempt_uid, task_id, state, released, stop_reason, started_at, finished_at, exit_code, error"
-        " FROM attempts WHERE attempt_uid IN (:ids)",
+        f"SELECT {_ATTEMPT_SNAPSHOT_COLUMNS} FROM attempts WHERE attempt_uid IN (:ids)",
         attempt_uids,
     ):
-        out[r[0]] = AttemptSnapshot(
-            attempt_uid=r[0],
-            task_id=r[1],
-            state=TaskState(r[2]),
-            released=bool(r[3]),
-            stop_reason=StopReason(r[4]) if r[4] else None,
-            started_at=r[5],
-            finished_at=r[6],
-            exit_code=r[7],
-            error=r[8],
-        )
+        out[r[0]] = _attempt_snapshot(r)
     return out
+
+
+_ATTEMPT_SNAPSHOT_COLUMNS = "attempt_uid, task_id, state, released, stop_reason, started_at, finished_at, exit_code, error, worker_id, version"
+
+
+def _attempt_snapshot(r: sqlite3.Row) -> AttemptSnapshot:
+    return AttemptSnapshot(
+        attempt_uid=r[0],
+        task_id=r[1],
+        state=TaskState(r[2]),
+        released=bool(r[3]),
+        stop_reason=StopReason(r[4]) if r[4] else None,
+        started_at=r[5],
+        finished_at=r[6],
+        exit_code=r[7],
+        error=r[8],
+        worker_id=r[9],
+        version=r[10],
+    )
 
 
 def attempt_workers(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[str, str]:
@@ -461,73 +530,6 @@ def attempt_workers(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[st
     ):
         out[r[0]] = r[1]
     return out
-
-
-def write_task(cur: sqlite3.Cursor, task: TaskSnapshot, *, pending_reason: str | None = None) -> None:
-    cur.execute(
-        "UPDATE tasks SET state=?, current_attempt_uid=?, failure_count=?, preemption_count=?, started_at=?,"
-        " finished_at=?, exit_code=?, error=?, pending_reason=? WHERE task_id=?",
-        (
-            task.state.value,
-            task.current_attempt_uid,
-            task.failure_count,
-            task.preemption_count,
-            task.started_at,
-            task.finished_at,
-            task.exit_code,
-            task.error,
-            pending_reason,
-            task.task_id,
-        ),
-    )
-
-
-def write_attempt(cur: sqlite3.Cursor, attempt: AttemptSnapshot, *, message: str | None = None) -> None:
-    cur.execute(
-        "UPDATE attempts SET state=?, released=?, stop_reason=?, started_at=?, finished_at=?, exit_code=?, error=?,"
-        " message=COALESCE(?, message) WHERE attempt_uid=?",
-        (
-            attempt.state.value,
-            int(attempt.released),
-            attempt.stop_reason.value if attempt.stop_reason else None,
-            attempt.started_at,
-            attempt.finished_at,
-            attempt.exit_code,
-            attempt.error,
-            message,
-            attempt.attempt_uid,
-        ),
-    )
-
-
-def insert_attempt(
-    cur: sqlite3.Cursor,
-    *,
-    attempt_uid: str,
-    task_id: str,
-    attempt_number: int,
-    worker_id: str | None,
-    now: float,
-    gang: tuple[int, int] | None = None,
-) -> None:
-    """A new attempt for a pending task; ``gang`` is (generation, size) for a gang member."""
-    cur.execute(
-        "INSERT INTO attempts (attempt_uid, task_id, attempt_number, worker_id, state, created_at, gang_generation, gang_size)"
-        " VALUES (?,?,?,?,?,?,?,?)",
-        (
-            attempt_uid,
-            task_id,
-            attempt_number,
-            worker_id,
-            TaskState.ASSIGNED.value,
-            now,
-            *(gang or (None, None)),
-        ),
-    )
-    cur.execute(
-        "UPDATE tasks SET state='ASSIGNED', current_attempt_uid=?, worker_id=?, pending_reason=NULL WHERE task_id=?",
-        (attempt_uid, worker_id, task_id),
-    )
 
 
 def next_gang_generations(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, int]:
@@ -565,50 +567,37 @@ def next_attempt_numbers(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[s
     return out
 
 
-def set_pending_reasons(cur: sqlite3.Cursor, reasons: Iterable[tuple[str | None, str]]) -> None:
-    cur.executemany("UPDATE tasks SET pending_reason = ? WHERE task_id = ? AND state = 'PENDING'", reasons)
+@dataclass(frozen=True, slots=True)
+class WaitingTask:
+    task_id: str
+    job_id: str
+    pending_reason: str | None
+    user: str
+    priority: PriorityBand
+    submitted_at: float
 
 
-def active_tasks_of_job(cur: sqlite3.Cursor, job_id: str) -> list[str]:
+def waiting_tasks(cur: sqlite3.Cursor, limit: int, *, user: str | None = None) -> list[WaitingTask]:
+    """Tasks not yet running that carry a pending reason, oldest job first (the scheduler view);
+    ``user``: that user's only."""
+    mine = " AND j.user = ?" if user is not None else ""
     return [
-        r[0]
+        WaitingTask(r[0], r[1], r[2], r[3], PriorityBand(r[4]), r[5])
         for r in cur.execute(
-            "SELECT task_id FROM tasks WHERE job_id = ? AND state IN ('PENDING','ASSIGNED','BUILDING','RUNNING')",
-            (job_id,),
+            "SELECT t.task_id, t.job_id, t.pending_reason, j.user, j.priority, j.submitted_at FROM tasks t"
+            " JOIN jobs j ON j.job_id = t.job_id WHERE t.state IN ('PENDING', 'ASSIGNED') AND t.pending_reason IS NOT NULL"
+            f"{mine} ORDER BY j.submitted_at LIMIT ?",
+            (limit,) if user is None else (user, limit),
         )
     ]
-
-
-def running_with_timeouts(cur: sqlite3.Cursor) -> list[sqlite3.Row]:
-    return cur.execute(
-        "SELECT t.task_id, t.started_at, j.timeout_s FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
-        " WHERE j.timeout_s IS NOT NULL AND t.state = 'RUNNING'"
-    ).fetchall()
-
-
-def expired_pending(cur: sqlite3.Cursor, now: float) -> list[sqlite3.Row]:
-    return cur.execute(
-        "SELECT t.task_id, t.job_id, t.pending_reason FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
-        " WHERE j.scheduling_deadline IS NOT NULL AND j.scheduling_deadline < ? AND t.state IN ('PENDING', 'ASSIGNED')"
-        " AND j.started_at IS NULL",
-        (now,),
-    ).fetchall()
 
 
 # ---------------------------------------------------------------- workers
 
 
-def upsert_worker(
-    cur: sqlite3.Cursor,
-    *,
-    worker_id: str,
-    address: str,
-    capacity: ResourceSpec,
-    attributes: dict[str, str],
-    slice_id: str | None,
-    scale_group: str | None,
-    now: float,
-) -> None:
+def _upsert_worker(cur: sqlite3.Cursor, worker_id: str, req: RegisterRequest, now: float) -> None:
+    address, capacity, attributes = req.address, req.capacity, req.attributes
+    slice_id, scale_group = req.slice_id, req.scale_group
     cur.execute(
         "INSERT INTO workers (worker_id, address, capacity_json, slice_id, scale_group, registered_at, last_contact_at, active)"
         " VALUES (?,?,?,?,?,?,?,1) ON CONFLICT(worker_id) DO UPDATE SET address=excluded.address,"
@@ -657,11 +646,6 @@ def touch_workers(cur: sqlite3.Cursor, contacts: Sequence[tuple[float, str | Non
     )
 
 
-def delete_worker(cur: sqlite3.Cursor, worker_id: str) -> None:
-    cur.execute("DELETE FROM workers WHERE worker_id = ?", (worker_id,))
-    cur.execute("DELETE FROM worker_attributes WHERE worker_id = ?", (worker_id,))
-
-
 # ---------------------------------------------------------------- endpoints
 
 
@@ -686,7 +670,7 @@ def upsert_endpoint(
 
 def list_endpoints(
     cur: sqlite3.Cursor, *, namespace: str | None = None, name: str | None = None
-) -> list[sqlite3.Row]:
+) -> list[EndpointInfo]:
     where, args = [], []
     if namespace:
         where.append("namespace = ?")
@@ -695,13 +679,52 @@ def list_endpoints(
         where.append("name = ?")
         args.append(name)
     clause = ("WHERE " + " AND ".join(where)) if where else ""
-    return cur.execute(
-        f"SELECT * FROM endpoints {clause} ORDER BY namespace, name LIMIT 1000", args
+    return [
+        EndpointInfo(
+            name=r["name"],
+            namespace=r["namespace"],
+            address=r["address"],
+            job_id=r["job_id"],
+            task_id=r["task_id"],
+            metadata=json.loads(r["metadata_json"]),
+            registered_at=r["registered_at"],
+        )
+        for r in cur.execute(
+            "SELECT namespace, name, address, job_id, task_id, metadata_json, registered_at FROM endpoints"
+            f" {clause} ORDER BY namespace, name LIMIT 1000",
+            args,
+        )
+    ]
+
+
+def worker_ids(cur: sqlite3.Cursor) -> list[str]:
+    return [r[0] for r in cur.execute("SELECT worker_id FROM workers")]
+
+
+def referenced_bundles(cur: sqlite3.Cursor) -> set[str]:
+    """Bundle ids named by jobs that have not finished."""
+    terminal = sorted(s.value for s in TERMINAL_JOB_STATES)
+    marks = ",".join("?" * len(terminal))
+    rows = cur.execute(
+        "SELECT DISTINCT json_extract(spec_json, '$.bundle_id') FROM jobs"
+        f" WHERE state NOT IN ({marks}) AND json_extract(spec_json, '$.bundle_id') IS NOT NULL",
+        terminal,
     ).fetchall()
+    return {row[0] for row in rows}
 
 
-def delete_endpoints_of_job(cur: sqlite3.Cursor, job_id: str) -> None:
-    cur.execute("DELETE FROM endpoints WHERE job_id = ? OR job_id LIKE ?", (job_id, job_id + "/%"))
+def last_autoscaler_action_id(cur: sqlite3.Cursor) -> int:
+    return int(cur.execute("SELECT COALESCE(MAX(id), 0) FROM autoscaler_actions").fetchone()[0])
+
+
+def autoscaler_actions_since(cur: sqlite3.Cursor, last_id: int) -> list[tuple[int, str, str]]:
+    """(id, scale group, action) of every autoscaler action logged after ``last_id``, oldest first."""
+    return [
+        (r[0], r[1], r[2])
+        for r in cur.execute(
+            "SELECT id, scale_group, action FROM autoscaler_actions WHERE id > ? ORDER BY id", (last_id,)
+        )
+    ]
 
 
 # ---------------------------------------------------------------- meta
@@ -719,30 +742,566 @@ def set_meta_value(cur: sqlite3.Cursor, key: str, value: str) -> None:
     )
 
 
-# ---------------------------------------------------------------- events
+# ---------------------------------------------------------------- round snapshots
 
 
-def add_events(
-    cur: sqlite3.Cursor,
-    events: Sequence[tuple[float, str, str | None, str | None, str | None, str | None, str]],
-) -> None:
-    cur.executemany(
-        "INSERT INTO events (ts, kind, job_id, task_id, attempt_uid, worker_id, message) VALUES (?,?,?,?,?,?,?)",
-        events,
+@dataclass(frozen=True, slots=True)
+class PendingTask:
+    task_id: str
+    job_id: str
+    version: int
+    pending_reason: str | None
+    user: str
+    priority: PriorityBand
+    depth: int
+    root_submitted_at: float
+    submitted_at: float
+    group_by: str | None
+    resources: Resources
+    spec_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptUsage:
+    """One unreleased attempt on a worker: what it holds there and whether it still runs."""
+
+    worker_id: str
+    task_id: str
+    job_id: str
+    state: TaskState
+    stop_reason: StopReason | None
+    started_at: float | None
+    priority: PriorityBand
+    group_by: str | None
+    resources: Resources
+
+
+@dataclass(frozen=True)
+class RoundSnapshot:
+    pending: list[PendingTask] = field(default_factory=list)
+    workers: list[WorkerRow] = field(default_factory=list)
+    usage: list[AttemptUsage] = field(default_factory=list)
+    # Gang jobs with pending members whose earlier members are still stopping.
+    stopping_gangs: frozenset[str] = frozenset()
+    # RUNNING tasks past their job's execution timeout, with their current attempt.
+    timed_out: list[tuple[TaskSnapshot, AttemptSnapshot | None]] = field(default_factory=list)
+    # Waiting tasks past their job's scheduling deadline, with their attempt and pending reason.
+    expired: list[tuple[TaskSnapshot, AttemptSnapshot | None, str | None]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ObservationSnapshot:
+    """The attempts observed (with their workers) and their tasks, as the kernel folds them."""
+
+    attempts: Mapping[str, AttemptSnapshot]
+    tasks: Mapping[str, TaskSnapshot]
+
+
+@dataclass(frozen=True)
+class JobSnapshot:
+    """A job with all its tasks and their current attempts: what a roll-up or a kill decides from."""
+
+    job: JobRow
+    tasks: tuple[TaskSnapshot, ...]
+    attempts: Mapping[str, AttemptSnapshot]
+    max_task_failures: int
+    coscheduled: bool
+
+
+def _resources(row: sqlite3.Row) -> Resources:
+    return Resources(
+        cpu_millicores=row["cpu_millicores"],
+        memory_bytes=row["memory_bytes"],
+        disk_bytes=row["disk_bytes"],
+        device_type=row["device_type"],
+        device_variant=row["device_variant"],
+        device_count=row["device_count"],
     )
 
 
-def job_events(cur: sqlite3.Cursor, job_id: str, limit: int = 200) -> list[sqlite3.Row]:
-    return cur.execute(
-        "SELECT ts, kind, job_id, task_id, attempt_uid, worker_id, message FROM events WHERE job_id = ? ORDER BY id DESC LIMIT ?",
-        (job_id, limit),
-    ).fetchall()
+def pending_tasks(cur: sqlite3.Cursor, limit: int = 100_000) -> list[PendingTask]:
+    return [
+        PendingTask(
+            task_id=r["task_id"],
+            job_id=r["job_id"],
+            version=r["version"],
+            pending_reason=r["pending_reason"],
+            user=r["user"],
+            priority=PriorityBand(r["priority"]),
+            depth=r["depth"],
+            root_submitted_at=r["root_submitted_at"],
+            submitted_at=r["submitted_at"],
+            group_by=r["group_by"],
+            resources=_resources(r),
+            spec_json=r["spec_json"],
+        )
+        for r in cur.execute(
+            "SELECT t.task_id, t.job_id, t.version, t.pending_reason, j.user, j.priority, j.depth,"
+            " j.root_submitted_at, j.submitted_at, j.group_by, j.cpu_millicores, j.memory_bytes, j.disk_bytes,"
+            " j.device_type, j.device_variant, j.device_count, j.spec_json"
+            " FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' LIMIT ?",
+            (limit,),
+        )
+    ]
 
 
-def _db(value: object) -> object:
-    if hasattr(value, "value") and not isinstance(value, int | float | str):
-        return value.value  # enums
-    return value
+def worker_usage(cur: sqlite3.Cursor) -> list[AttemptUsage]:
+    """Per unreleased attempt on a worker: its resources, band and whether it still runs."""
+    return [
+        AttemptUsage(
+            worker_id=r["worker_id"],
+            task_id=r["task_id"],
+            job_id=r["job_id"],
+            state=TaskState(r["state"]),
+            stop_reason=StopReason(r["stop_reason"]) if r["stop_reason"] else None,
+            started_at=r["started_at"],
+            priority=PriorityBand(r["priority"]),
+            group_by=r["group_by"],
+            resources=_resources(r),
+        )
+        for r in cur.execute(
+            "SELECT a.worker_id, a.task_id, a.state, a.stop_reason, a.started_at, t.job_id, j.priority, j.group_by,"
+            " j.cpu_millicores, j.memory_bytes, j.disk_bytes, j.device_type, j.device_variant, j.device_count"
+            " FROM attempts a JOIN tasks t ON t.task_id = a.task_id JOIN jobs j ON j.job_id = t.job_id"
+            " WHERE a.released = 0 AND a.worker_id IS NOT NULL"
+        )
+    ]
+
+
+def round_snapshot(
+    cur: sqlite3.Cursor, now: float, *, with_fleet: bool = True, with_deadlines: bool = True
+) -> RoundSnapshot:
+    """Everything one scheduling pass decides from, read at once."""
+    pending = pending_tasks(cur)
+    gang_jobs = {p.job_id for p in pending if p.group_by}
+    stopping = frozenset(jobs_with_live_attempts(cur, gang_jobs)) if gang_jobs else frozenset()
+    workers = list_workers(cur) if with_fleet and pending else []
+    usage = worker_usage(cur) if with_fleet and pending else []
+    timed_out: list[tuple[TaskSnapshot, AttemptSnapshot | None]] = []
+    expired: list[tuple[TaskSnapshot, AttemptSnapshot | None, str | None]] = []
+    if with_deadlines:
+        late = [
+            r[0]
+            for r in cur.execute(
+                "SELECT t.task_id FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE j.timeout_s IS NOT NULL"
+                " AND t.state = 'RUNNING' AND t.started_at IS NOT NULL AND ? - t.started_at > j.timeout_s",
+                (now,),
+            )
+        ]
+        rows = cur.execute(
+            "SELECT t.task_id, t.pending_reason FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
+            " WHERE j.scheduling_deadline IS NOT NULL AND j.scheduling_deadline < ?"
+            " AND t.state IN ('PENDING', 'ASSIGNED') AND j.started_at IS NULL",
+            (now,),
+        ).fetchall()
+        reasons = {r[0]: r[1] for r in rows}
+        if late or reasons:
+            tasks = task_snapshots(cur, [*late, *reasons])
+            attempts = attempt_snapshots(
+                cur, [t.current_attempt_uid for t in tasks.values() if t.current_attempt_uid]
+            )
+            for task_id in late:
+                task = tasks[task_id]
+                timed_out.append((task, attempts.get(task.current_attempt_uid or "")))
+            for task_id, reason in reasons.items():
+                task = tasks[task_id]
+                expired.append((task, attempts.get(task.current_attempt_uid or ""), reason))
+    return RoundSnapshot(
+        pending=pending,
+        workers=workers,
+        usage=usage,
+        stopping_gangs=stopping,
+        timed_out=timed_out,
+        expired=expired,
+    )
+
+
+def observation_snapshot(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> ObservationSnapshot:
+    attempts = attempt_snapshots(cur, attempt_uids)
+    tasks = task_snapshots(cur, {a.task_id for a in attempts.values()})
+    return ObservationSnapshot(attempts=attempts, tasks=tasks)
+
+
+def worker_snapshot(cur: sqlite3.Cursor, worker_id: str) -> ObservationSnapshot:
+    """The worker's unreleased attempts and their tasks (what reaping it must settle)."""
+    return observation_snapshot(cur, [a.attempt_uid for a in unreleased_attempts(cur, [worker_id])])
+
+
+@dataclass(frozen=True)
+class JobRollup:
+    """A live job and the histogram of its tasks' states: enough to roll most jobs up."""
+
+    job: JobRow
+    counts: Mapping[TaskState, int]
+    max_task_failures: int
+    coscheduled: bool
+
+
+def _job_meta(spec_json: str) -> tuple[int, bool]:
+    spec = json.loads(spec_json)
+    return spec.get("max_task_failures", 0), bool(spec.get("coscheduling"))
+
+
+def job_rollups(cur: sqlite3.Cursor, job_ids: Iterable[str]) -> list[JobRollup]:
+    jobs = [j for j in get_jobs(cur, job_ids).values() if j.state not in TERMINAL_JOB_STATES]
+    counts: dict[str, dict[TaskState, int]] = {j.job_id: {} for j in jobs}
+    for r in select_in(
+        cur,
+        "SELECT job_id, state, n FROM job_task_counts WHERE job_id IN (:ids) AND n > 0",
+        list(counts),
+    ):
+        counts[r[0]][TaskState(r[1])] = r[2]
+    out = []
+    for j in jobs:
+        max_failures, coscheduled = _job_meta(j.spec_json)
+        out.append(JobRollup(j, counts[j.job_id], max_failures, coscheduled))
+    return out
+
+
+def job_snapshots(cur: sqlite3.Cursor, job_ids: Iterable[str]) -> list[JobSnapshot]:
+    """Live jobs (of those given) with every task and each task's current attempt."""
+    jobs = [j for j in get_jobs(cur, job_ids).values() if j.state not in TERMINAL_JOB_STATES]
+    if not jobs:
+        return []
+    by_job: dict[str, list[TaskSnapshot]] = {j.job_id: [] for j in jobs}
+    budgets: dict[str, dict[str, int]] = {}
+    meta: dict[str, tuple[int, bool]] = {}
+    for j in jobs:
+        budgets[j.job_id] = _budgets(j.spec_json)
+        meta[j.job_id] = _job_meta(j.spec_json)
+    for r in select_in(
+        cur,
+        "SELECT task_id, job_id, state, current_attempt_uid, failure_count, preemption_count, started_at,"
+        " finished_at, exit_code, error, version FROM tasks WHERE job_id IN (:ids) ORDER BY job_id, task_index",
+        list(by_job),
+    ):
+        by_job[r["job_id"]].append(
+            TaskSnapshot(
+                task_id=r["task_id"],
+                state=TaskState(r["state"]),
+                current_attempt_uid=r["current_attempt_uid"],
+                failure_count=r["failure_count"],
+                preemption_count=r["preemption_count"],
+                started_at=r["started_at"],
+                finished_at=r["finished_at"],
+                exit_code=r["exit_code"],
+                error=r["error"],
+                version=r["version"],
+                **budgets[r["job_id"]],
+            )
+        )
+    uids = [t.current_attempt_uid for ts in by_job.values() for t in ts if t.current_attempt_uid]
+    attempts = attempt_snapshots(cur, uids)
+    return [
+        JobSnapshot(
+            job=j,
+            tasks=tuple(by_job[j.job_id]),
+            attempts={
+                t.current_attempt_uid: attempts[t.current_attempt_uid]
+                for t in by_job[j.job_id]
+                if t.current_attempt_uid in attempts
+            },
+            max_task_failures=meta[j.job_id][0],
+            coscheduled=meta[j.job_id][1],
+        )
+        for j in jobs
+    ]
+
+
+# ---------------------------------------------------------------- the guarded commit
+
+
+class CommitInvariantError(RuntimeError):
+    """A guarded write matched a different number of rows than its guard check promised."""
+
+
+def commit(cur: sqlite3.Cursor, effects: Effects, now: float) -> Applied:
+    """Apply ``effects`` in the caller's transaction; drop every change a guard refuses.
+
+    Guards are checked against the rows as they are now (under the transaction), changes in
+    order: a change applied earlier in the same commit moves the versions later ones see.
+    """
+    applied = Applied()
+    task_ids: set[str] = set()
+    attempt_uids: set[str] = set()
+    job_ids: set[str] = set()
+    worker_ids: set[str] = set()
+    for change in effects.changes:
+        for w in change.writes:
+            if isinstance(w, MoveTask):
+                task_ids.add(w.before.task_id)
+            elif isinstance(w, MoveAttempt):
+                attempt_uids.add(w.before.attempt_uid)
+            elif isinstance(w, Assign):
+                task_ids.add(w.task_id)
+                if w.worker_id is not None:
+                    worker_ids.add(w.worker_id)
+            elif isinstance(w, SetJob):
+                job_ids.add(w.job_id)
+    task_rows = {
+        r[0]: (r[1], TaskState(r[2]))
+        for r in select_in(cur, "SELECT task_id, version, state FROM tasks WHERE task_id IN (:ids)", task_ids)
+    }
+    attempt_rows = {
+        r[0]: (r[1], r[2])
+        for r in select_in(
+            cur,
+            "SELECT attempt_uid, version, worker_id FROM attempts WHERE attempt_uid IN (:ids)",
+            attempt_uids,
+        )
+    }
+    job_rows = {
+        r[0]: JobState(r[1])
+        for r in select_in(cur, "SELECT job_id, state FROM jobs WHERE job_id IN (:ids)", job_ids)
+    }
+    live_workers = {
+        r[0]
+        for r in select_in(
+            cur, "SELECT worker_id FROM workers WHERE worker_id IN (:ids) AND active = 1", worker_ids
+        )
+    }
+
+    task_writes: list[MoveTask] = []
+    attempt_writes: list[MoveAttempt] = []
+    assign_groups: list[list[Assign]] = []
+    job_writes: list[SetJob] = []
+    others: list[InsertJob | UpsertWorker | DeleteWorker] = []
+    events: list[Event] = []
+    for change in effects.changes:
+        verdict = _guards_hold(change, task_rows, attempt_rows, job_rows, live_workers)
+        if verdict is not None:
+            (applied.refused if verdict == "refused" else applied.dropped).append(change)
+            continue
+        assigns: list[Assign] = []
+        for w in change.writes:
+            if isinstance(w, MoveTask):
+                version, _ = task_rows[w.before.task_id]
+                task_rows[w.before.task_id] = (version + 1, w.after.state)
+                task_writes.append(w)
+                applied.jobs.add(w.before.task_id.rsplit("/", 1)[0])
+            elif isinstance(w, MoveAttempt):
+                version, worker_id = attempt_rows[w.before.attempt_uid]
+                attempt_rows[w.before.attempt_uid] = (version + 1, worker_id)
+                attempt_writes.append(w)
+                if worker_id:
+                    applied.workers.add(worker_id)
+            elif isinstance(w, Assign):
+                version, _ = task_rows[w.task_id]
+                task_rows[w.task_id] = (version + 1, TaskState.ASSIGNED)
+                assigns.append(w)
+                applied.jobs.add(w.job_id)
+                if w.worker_id is not None:
+                    applied.workers.add(w.worker_id)
+            elif isinstance(w, SetJob):
+                job_rows[w.job_id] = w.state
+                job_writes.append(w)
+                if w.state in TERMINAL_JOB_STATES:
+                    applied.finished_jobs.append(w.job_id)
+            else:
+                others.append(w)
+        if assigns:
+            assign_groups.append(assigns)
+        events.extend(change.events)
+        applied.changes.append(change)
+
+    for w in others:
+        if isinstance(w, InsertJob):
+            if w.replaces is not None:
+                delete_job_tree(cur, w.replaces)
+            _insert_job(cur, w, now)
+        elif isinstance(w, UpsertWorker):
+            _upsert_worker(cur, w.worker_id, w.request, now)
+    _write_assignments(cur, assign_groups, now, applied)
+    _write_tasks(cur, task_writes)
+    _write_attempts(cur, attempt_writes)
+    _write_jobs(cur, job_writes)
+    for w in others:
+        if isinstance(w, DeleteWorker):
+            cur.execute("DELETE FROM workers WHERE worker_id = ?", (w.worker_id,))
+            cur.execute("DELETE FROM worker_attributes WHERE worker_id = ?", (w.worker_id,))
+    if events:
+        cur.executemany(
+            "INSERT INTO events (ts, kind, job_id, task_id, attempt_uid, worker_id, message) VALUES (?,?,?,?,?,?,?)",
+            [(now, e.kind.value, e.job_id, e.task_id, e.attempt_uid, e.worker_id, e.message) for e in events],
+        )
+    if effects.notes:
+        cur.executemany(
+            "UPDATE tasks SET pending_reason = ? WHERE task_id = ? AND state = ?",
+            [(n.reason, n.task_id, n.state) for n in effects.notes],
+        )
+    if applied.dropped:
+        log.debug("commit dropped %d stale change(s)", len(applied.dropped))
+    return applied
+
+
+def _guards_hold(
+    change: Change,
+    tasks: Mapping[str, tuple[int, TaskState]],
+    attempts: Mapping[str, tuple[int, str | None]],
+    jobs: Mapping[str, JobState],
+    live_workers: set[str],
+) -> str | None:
+    """None when every guard holds; "stale" when a row moved on; "refused" for an unlisted edge."""
+    for w in change.writes:
+        if isinstance(w, MoveTask):
+            row = tasks.get(w.before.task_id)
+            if row is None or row[0] != w.before.version:
+                return "stale"
+            if not edge_allowed(w.before.state, w.after.state):
+                log.error(
+                    "refused task %s: %s -> %s is not a listed transition",
+                    w.before.task_id,
+                    w.before.state,
+                    w.after.state,
+                )
+                return "refused"
+        elif isinstance(w, MoveAttempt):
+            row = attempts.get(w.before.attempt_uid)
+            if row is None or row[0] != w.before.version:
+                return "stale"
+        elif isinstance(w, Assign):
+            row = tasks.get(w.task_id)
+            if row is None or row[0] != w.task_version or row[1] is not TaskState.PENDING:
+                return "stale"
+            if w.worker_id is not None and w.worker_id not in live_workers:
+                return "stale"
+        elif isinstance(w, SetJob):
+            if jobs.get(w.job_id) is not w.before:
+                return "stale"
+    return None
+
+
+def _check(cur: sqlite3.Cursor, expected: int, what: str) -> None:
+    if cur.rowcount != expected:
+        raise CommitInvariantError(f"{what}: {cur.rowcount} row(s) matched their guard, {expected} expected")
+
+
+def _write_assignments(cur: sqlite3.Cursor, groups: list[list[Assign]], now: float, applied: Applied) -> None:
+    if not groups:
+        return
+    assigns = [a for g in groups for a in g]
+    numbers = next_attempt_numbers(cur, [a.task_id for a in assigns])
+    gang_jobs = sorted({a.job_id for a in assigns if a.gang})
+    generations = next_gang_generations(cur, gang_jobs) if gang_jobs else {}
+    rows = []
+    for group in groups:
+        for a in group:
+            gang = (generations[a.job_id], len(group)) if a.gang else (None, None)
+            uid = secrets.token_hex(8)
+            rows.append(
+                (uid, a.task_id, numbers[a.task_id], a.worker_id, TaskState.ASSIGNED.value, now, *gang)
+            )
+            applied.attempts[a.task_id] = (uid, numbers[a.task_id])
+        if group[0].gang:
+            generations[group[0].job_id] += 1
+    cur.executemany(
+        "INSERT INTO attempts (attempt_uid, task_id, attempt_number, worker_id, state, created_at, gang_generation, gang_size)"
+        " VALUES (?,?,?,?,?,?,?,?)",
+        rows,
+    )
+    cur.executemany(
+        "UPDATE tasks SET state='ASSIGNED', current_attempt_uid=?, worker_id=?, pending_reason=NULL,"
+        " version=version+1 WHERE task_id=? AND version=? AND state='PENDING'",
+        [(applied.attempts[a.task_id][0], a.worker_id, a.task_id, a.task_version) for a in assigns],
+    )
+    _check(cur, len(assigns), "assignments")
+
+
+def _write_tasks(cur: sqlite3.Cursor, moves: list[MoveTask]) -> None:
+    if not moves:
+        return
+    cur.executemany(
+        "UPDATE tasks SET state=?, current_attempt_uid=?, failure_count=?, preemption_count=?, started_at=?,"
+        " finished_at=?, exit_code=?, error=?, pending_reason=?, version=version+1 WHERE task_id=? AND version=?",
+        [
+            (
+                m.after.state.value,
+                m.after.current_attempt_uid,
+                m.after.failure_count,
+                m.after.preemption_count,
+                m.after.started_at,
+                m.after.finished_at,
+                m.after.exit_code,
+                m.after.error,
+                m.pending_reason,
+                m.before.task_id,
+                m.before.version,
+            )
+            for m in moves
+        ],
+    )
+    _check(cur, len(moves), "task moves")
+
+
+def _write_attempts(cur: sqlite3.Cursor, moves: list[MoveAttempt]) -> None:
+    if not moves:
+        return
+    cur.executemany(
+        "UPDATE attempts SET state=?, released=?, stop_reason=?, started_at=?, finished_at=?, exit_code=?, error=?,"
+        " message=COALESCE(?, message), version=version+1 WHERE attempt_uid=? AND version=?",
+        [
+            (
+                m.after.state.value,
+                int(m.after.released),
+                m.after.stop_reason.value if m.after.stop_reason else None,
+                m.after.started_at,
+                m.after.finished_at,
+                m.after.exit_code,
+                m.after.error,
+                m.message,
+                m.before.attempt_uid,
+                m.before.version,
+            )
+            for m in moves
+        ],
+    )
+    _check(cur, len(moves), "attempt moves")
+
+
+def _write_jobs(cur: sqlite3.Cursor, moves: list[SetJob]) -> None:
+    for m in moves:
+        if m.state in TERMINAL_JOB_STATES:
+            cur.execute(
+                "UPDATE jobs SET state=?, started_at=COALESCE(started_at, ?), finished_at=?, error=?, exit_code=?"
+                " WHERE job_id=? AND state=?",
+                (m.state.value, m.started_at, m.finished_at, m.error, m.exit_code, m.job_id, m.before.value),
+            )
+            _check(cur, 1, f"job {m.job_id}")
+            cur.execute(
+                "DELETE FROM endpoints WHERE job_id = ? OR job_id LIKE ?", (m.job_id, m.job_id + "/%")
+            )
+        else:
+            cur.execute(
+                "UPDATE jobs SET state=?, started_at=COALESCE(started_at, ?) WHERE job_id=? AND state=?",
+                (m.state.value, m.started_at, m.job_id, m.before.value),
+            )
+            _check(cur, 1, f"job {m.job_id}")
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class EventRow:
+    ts: float
+    kind: str
+    job_id: str | None
+    task_id: str | None
+    attempt_uid: str | None
+    worker_id: str | None
+    message: str
+
+
+def job_events(cur: sqlite3.Cursor, job_id: str, limit: int = 200) -> list[EventRow]:
+    """The job's newest events first."""
+    return [
+        EventRow(*r)
+        for r in cur.execute(
+            "SELECT ts, kind, job_id, task_id, attempt_uid, worker_id, message FROM events WHERE job_id = ?"
+            " ORDER BY id DESC LIMIT ?",
+            (job_id, limit),
+        )
+    ]
 
 
 def select_in(cur: sqlite3.Cursor, sql: str, ids: Iterable[str], size: int = 500) -> Iterator[sqlite3.Row]:

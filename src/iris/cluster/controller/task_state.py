@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from iris.rpc.enums import ACTIVE_TASK_STATES, TERMINAL_TASK_STATES, StopReason, TaskState
+from iris.rpc.models import AttemptObservation
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,8 @@ class TaskSnapshot:
     finished_at: float | None = None
     exit_code: int | None = None
     error: str | None = None
+    # The row's version when read: a write of this snapshot applies only over that version.
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,17 +44,8 @@ class AttemptSnapshot:
     finished_at: float | None = None
     exit_code: int | None = None
     error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    state: TaskState
-    exit_code: int | None = None
-    error: str | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    runtime_released: bool = False
-    message: str | None = None
+    worker_id: str | None = None
+    version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +88,7 @@ def retry_or_terminal(
 
 
 def apply_observation(
-    task: TaskSnapshot, attempt: AttemptSnapshot, obs: Observation, now: float
+    task: TaskSnapshot, attempt: AttemptSnapshot, obs: AttemptObservation, now: float
 ) -> Transition:
     """Fold one worker (or pod) observation of ``attempt`` into the attempt and its task."""
     released = attempt.released or obs.runtime_released

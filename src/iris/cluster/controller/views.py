@@ -42,46 +42,45 @@ def job_status(row: store.JobRow, counts: dict[str, int] | None = None) -> JobSt
 
 
 def task_statuses(
-    cur: sqlite3.Cursor, rows: Sequence[sqlite3.Row], *, with_attempts: bool = True
+    cur: sqlite3.Cursor, rows: Sequence[store.TaskRow], *, with_attempts: bool = True
 ) -> list[TaskStatus]:
-    attempts = store.attempts_of_tasks(cur, [r["task_id"] for r in rows]) if with_attempts else {}
+    attempts = store.attempts_of_tasks(cur, [r.task_id for r in rows]) if with_attempts else {}
     out = []
     for r in rows:
         atts = [
             AttemptStatus(
-                attempt_number=a["attempt_number"],
-                attempt_uid=a["attempt_uid"],
-                state=TaskState(a["state"]),
-                worker_id=a["worker_id"],
-                worker_address=a["worker_address"],
-                created_at=a["created_at"],
-                started_at=a["started_at"],
-                finished_at=a["finished_at"],
-                exit_code=a["exit_code"],
-                error=a["error"],
-                message=a["message"],
+                attempt_number=a.attempt_number,
+                attempt_uid=a.attempt_uid,
+                state=a.state,
+                worker_id=a.worker_id,
+                worker_address=a.worker_address,
+                created_at=a.created_at,
+                started_at=a.started_at,
+                finished_at=a.finished_at,
+                exit_code=a.exit_code,
+                error=a.error,
+                message=a.message,
             )
-            for a in attempts.get(r["task_id"], [])
+            for a in attempts.get(r.task_id, [])
         ]
-        state = TaskState(r["state"])
         out.append(
             TaskStatus(
-                task_id=r["task_id"],
-                job_id=r["job_id"],
-                task_index=r["task_index"],
-                state=state,
+                task_id=r.task_id,
+                job_id=r.job_id,
+                task_index=r.task_index,
+                state=r.state,
                 attempt_count=len(atts),
-                current_attempt_uid=r["current_attempt_uid"],
-                worker_id=r["worker_id"],
-                exit_code=r["exit_code"],
-                error=r["error"],
-                pending_reason=r["pending_reason"]
-                if state in (TaskState.PENDING, TaskState.ASSIGNED)
+                current_attempt_uid=r.current_attempt_uid,
+                worker_id=r.worker_id,
+                exit_code=r.exit_code,
+                error=r.error,
+                pending_reason=r.pending_reason
+                if r.state in (TaskState.PENDING, TaskState.ASSIGNED)
                 else None,
-                failure_count=r["failure_count"],
-                preemption_count=r["preemption_count"],
-                started_at=r["started_at"],
-                finished_at=r["finished_at"],
+                failure_count=r.failure_count,
+                preemption_count=r.preemption_count,
+                started_at=r.started_at,
+                finished_at=r.finished_at,
                 attempts=atts,
             )
         )

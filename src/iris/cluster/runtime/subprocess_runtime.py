@@ -58,7 +58,7 @@ from iris.cluster.runtime.proc_table import (
 )
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.errors import FailedPrecondition, NotFound
-from iris.rpc.models import LogLine, LogsResponse, RunSpec
+from iris.rpc.models import AttemptObservation, LogLine, LogsResponse, RunSpec
 
 logger = logging.getLogger(__name__)
 
@@ -68,22 +68,6 @@ CALLABLE_RUNNER_MODULE = "iris.cluster.worker.callable_runner"
 _READ_CHUNK = 65536
 STARTER_THREADS = 4
 _LINE_INDEXES_KEPT = 256
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptSnapshot:
-    attempt_uid: str
-    state: TaskState
-    exit_code: int | None = None
-    error: str | None = None
-    started_at: float | None = None
-    finished_at: float | None = None
-    # The process tree is confirmed gone (or never existed).
-    runtime_released: bool = False
-
-    @property
-    def terminal(self) -> bool:
-        return self.state in TERMINAL_TASK_STATES
 
 
 class PreparationError(Exception):
@@ -159,9 +143,16 @@ class _Attempt:
         self.holders_killed = False
         self.env: dict[str, str] = {}
 
-    def snapshot(self) -> AttemptSnapshot:
-        return AttemptSnapshot(
-            self.uid, self.state, self.exit_code, self.error, self.started_at, self.finished_at, self.released
+    def snapshot(self) -> AttemptObservation:
+        """What the worker reports about this attempt (the one observation type, worker to kernel)."""
+        return AttemptObservation(
+            attempt_uid=self.uid,
+            state=self.state,
+            exit_code=self.exit_code,
+            error=self.error,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            runtime_released=self.released,
         )
 
     @property
@@ -251,7 +242,7 @@ class SubprocessRuntime:
 
     # ------------------------------------------------------------------ public API
 
-    def start(self, spec: RunSpec) -> AttemptSnapshot:
+    def start(self, spec: RunSpec) -> AttemptObservation:
         """Start an attempt (idempotent per uid). Returns once the process is running or failed to
         start, or at once (BUILDING) when it needs preparing."""
         attempt = self._admit(spec)
@@ -338,7 +329,7 @@ class SubprocessRuntime:
                 self._fail_start(attempt, exc, f"could not prepare the attempt: {type(exc).__name__}: {exc}")
         self._notify(attempt.uid)
 
-    def record_failure(self, attempt_uid: str, error: str) -> AttemptSnapshot:
+    def record_failure(self, attempt_uid: str, error: str) -> AttemptObservation:
         """Remember an attempt that could not even be prepared, as FAILED and released."""
         with self._lock:
             existing = self._attempts.get(attempt_uid)
@@ -364,7 +355,7 @@ class SubprocessRuntime:
         if attempt is not None:
             self._kill(attempt, reason, message or _kill_text(reason))
 
-    def snapshot(self, attempt_uid: str) -> AttemptSnapshot | None:
+    def snapshot(self, attempt_uid: str) -> AttemptObservation | None:
         with self._lock:
             attempt = self._attempts.get(attempt_uid)
             return attempt.snapshot() if attempt is not None else None

@@ -25,9 +25,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from iris.cluster.runtime import AttemptSnapshot
-from iris.rpc.enums import TaskState
-from iris.rpc.models import WorkerHealth
+from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
+from iris.rpc.models import AttemptObservation, WorkerHealth
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 RECONCILE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -45,7 +44,7 @@ class WorkerMetrics:
     def __init__(
         self,
         *,
-        snapshot: Callable[[str], AttemptSnapshot | None],
+        snapshot: Callable[[str], AttemptObservation | None],
         running_attempts: Callable[[], int],
         health: Callable[[], WorkerHealth],
     ) -> None:
@@ -81,9 +80,9 @@ class WorkerMetrics:
         with self._lock:
             return self._count(attempt_uid, snap)
 
-    def _count(self, attempt_uid: str, snap: AttemptSnapshot) -> Phase | None:
+    def _count(self, attempt_uid: str, snap: AttemptObservation) -> Phase | None:
         previous = self._seen.get(attempt_uid)
-        if snap.terminal:
+        if snap.state in TERMINAL_TASK_STATES:
             if previous is Phase.FINISHED:
                 return None
             if previous is None and snap.started_at is not None:

@@ -11,13 +11,13 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from iris.cluster.runtime import AttemptSnapshot, KillReason, SubprocessRuntime
+from iris.cluster.runtime import KillReason, SubprocessRuntime
 from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.health import HealthCache
 from iris.cluster.worker.metrics import CONTENT_TYPE, WorkerMetrics
 from iris.cluster.worker.reconcile import plan_worker_reconcile
 from iris.cluster.worker.rpc_auth import SignedRequestsOnly
-from iris.rpc.enums import TaskState
+from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError
 from iris.rpc.models import (
     AttemptObservation,
@@ -29,18 +29,6 @@ from iris.rpc.models import (
     RunSpec,
 )
 from iris.rpc.signing import RequestVerifier
-
-
-def observation_of(snapshot: AttemptSnapshot) -> AttemptObservation:
-    return AttemptObservation(
-        attempt_uid=snapshot.attempt_uid,
-        state=snapshot.state,
-        exit_code=snapshot.exit_code,
-        error=snapshot.error,
-        started_at=snapshot.started_at,
-        finished_at=snapshot.finished_at,
-        runtime_released=snapshot.runtime_released,
-    )
 
 
 class WorkerService:
@@ -96,8 +84,8 @@ class WorkerService:
                         AttemptObservation(attempt_uid=uid, state=TaskState.MISSING, runtime_released=True)
                     )
                 else:
-                    observations.append(observation_of(snapshot))
-                    if snapshot.terminal:
+                    observations.append(snapshot)
+                    if snapshot.state in TERMINAL_TASK_STATES:
                         self._spec_cache.pop(uid, None)
             for uid in [uid for uid in self._spec_cache if uid not in plan.desired]:
                 del self._spec_cache[uid]

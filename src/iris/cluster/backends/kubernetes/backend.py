@@ -49,10 +49,17 @@ from iris.cluster.backends.kubernetes.plan import (
 )
 from iris.cluster.backends.kubernetes.pods import PodSpecError, build_pod
 from iris.cluster.backends.kubernetes.status import is_kueue_gated, is_terminal_pod, map_pod_status
-from iris.cluster.types import TaskTarget
+from iris.cluster.types import AttemptRef, DesiredGroup, GroupReport, TaskTarget
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import InvalidArgument, NotFound, Unavailable
-from iris.rpc.models import AttemptObservation, DesiredAttempt, LogLine, LogsResponse
+from iris.rpc.models import (
+    AttemptObservation,
+    DesiredAttempt,
+    ExecRequest,
+    ExecResponse,
+    LogLine,
+    LogsResponse,
+)
 
 logger = logging.getLogger(__name__)
 _T = TypeVar("_T")
@@ -85,6 +92,35 @@ class KubernetesBackend:
         self._closing = threading.Event()
         self._watcher: threading.Thread | None = None
         self._watch_api: KubeApi | None = None
+
+    # ------------------------------------------------------------ the controller's TaskBackend protocol
+
+    def converge(self, groups: Sequence[DesiredGroup]) -> list[GroupReport]:
+        """The whole cluster is one group: every desired attempt, one report."""
+        try:
+            observations = self.reconcile([a for g in groups for a in g.attempts])
+        except Unavailable as exc:
+            return [GroupReport(None, None, error=exc.message)]
+        return [GroupReport(None, tuple(observations))]
+
+    def attempt_logs(self, ref: AttemptRef, *, offset: int, limit: int) -> LogsResponse:
+        return self.read_logs(ref.target, ref.task_id, offset=offset, limit=limit)
+
+    def attempt_exec(self, ref: AttemptRef, request: ExecRequest) -> ExecResponse:
+        result = self.exec(ref.target, ref.task_id, request.argv, timeout_s=request.timeout_s)
+        return ExecResponse(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr)
+
+    def attempt_status(self, ref: AttemptRef) -> dict[str, Any]:
+        return {"kind": "pod", **self.process_status(ref.target, ref.task_id)}
+
+    def overview(self) -> dict[str, Any]:
+        return self.cluster_overview()
+
+    def watch(self, on_change: Callable[[], None]) -> None:
+        self.watch_changes(on_change)
+
+    def set_controller_url(self, url: str) -> None:
+        self.controller_url = url
 
     # ------------------------------------------------------------ reconcile
 

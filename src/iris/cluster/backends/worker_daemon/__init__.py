@@ -1,5 +1,6 @@
-"""The WORKER backend's transport: Reconcile RPC fan-out and log reads against worker daemons."""
+"""The WORKER backend: Reconcile RPC fan-out and attempt RPCs against worker daemons."""
 
+from iris.cluster.backends.worker_daemon.backend import WorkerDaemonBackend
 from iris.cluster.backends.worker_daemon.client import ReconcileOutcome, WorkerRpcClient
 
-__all__ = ["ReconcileOutcome", "WorkerRpcClient"]
+__all__ = ["ReconcileOutcome", "WorkerDaemonBackend", "WorkerRpcClient"]

@@ -15,7 +15,7 @@ from typing import Any
 
 from iris.cluster.controller import store
 from iris.cluster.controller.logstore.log_store import LogStore
-from iris.cluster.types import TaskTarget
+from iris.cluster.types import AttemptRef, TaskTarget
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.errors import IrisError
 from iris.rpc.log_models import LogChunk, LogPushRequest
@@ -78,7 +78,7 @@ class PodLogCollector:
     def refresh(self, attempts: list[tuple[str, str]], running: set[str] | None = None) -> None:
         """Copy what is new in these attempts' pod logs now (uid, task id); a reader calls this so
         it never waits for the next poll. ``running``: attempts known not to have ended."""
-        backend = self._controller.pod_backend
+        backend = self._controller.backend
         if backend is None:
             return
         if running is None:
@@ -96,7 +96,8 @@ class PodLogCollector:
                 continue
             offset = meta.lines if meta is not None else 0
             try:
-                page = backend.read_logs(TaskTarget(attempt_uid=uid), task_id, offset=offset, limit=_PAGE)
+                ref = AttemptRef(TaskTarget(attempt_uid=uid), uid, task_id)
+                page = backend.attempt_logs(ref, offset=offset, limit=_PAGE)
             except IrisError as exc:
                 logger.debug("cannot read the log of attempt %s yet: %s", uid, exc)
                 self._misses[uid] = self._misses.get(uid, 0) + 1
