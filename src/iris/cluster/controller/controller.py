@@ -378,12 +378,18 @@ class Controller:
                     and w.after.state is not w.before.state
                     and not kernel.is_quiet(w.after.state)
                 ):
+                    uid = w.before.current_attempt_uid
                     log.info(
-                        "task %s %s: %s",
+                        "task %s %s after attempt %s: %s",
                         w.before.task_id,
                         w.after.state.value,
+                        uid,
                         w.after.error or w.after.state.value.lower(),
-                        extra={"job_id": kernel.job_of(w.before.task_id), "task_id": w.before.task_id},
+                        extra={
+                            "job_id": kernel.job_of(w.before.task_id),
+                            "task_id": w.before.task_id,
+                            "attempt_uid": uid,
+                        },
                     )
                 elif isinstance(w, SetJob) and w.state in TERMINAL_JOB_STATES:
                     self._spec_cache.pop(w.job_id, None)

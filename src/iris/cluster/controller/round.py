@@ -69,7 +69,8 @@ from iris.rpc.enums import (
 from iris.rpc.models import AttemptObservation, JobSpec
 
 GANG_WAIT = "waiting for the other members of its gang to stop"
-_QUIET_STATES = (TaskState.BUILDING, TaskState.RUNNING, TaskState.SUCCEEDED)
+# Not worth a log line each: the common path, and kills (the job's own line says why).
+_QUIET_STATES = (TaskState.BUILDING, TaskState.RUNNING, TaskState.SUCCEEDED, TaskState.KILLED)
 
 
 def job_of(task_id: str) -> str:
