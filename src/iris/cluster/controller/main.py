@@ -23,6 +23,7 @@ from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller, open_db
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.service import create_app
+from iris.rpc.enums import TERMINAL_JOB_STATES
 from iris.rpc.logging_setup import LOG_FORMATS
 from iris.rpc.logging_setup import configure_logging as configure_structured_logging
 
@@ -192,7 +193,14 @@ def _authenticator(db: ControllerDB, config: ClusterConfig) -> Authenticator:
             secret = secrets.token_hex(32)
             store.set_meta_value(cur, "auth_secret", secret)
     tokens = [StaticToken(t.token, t.role, t.user) for t in config.auth.tokens]
-    return Authenticator(tokens, secret=bytes.fromhex(secret), job_active=controller.job_active)
+
+    def job_active(job_id: str) -> bool:
+        """The job exists and has not finished (a job token works only while this holds)."""
+        with db.read() as cur:
+            job = store.get_job(cur, job_id)
+        return job is not None and job.state not in TERMINAL_JOB_STATES
+
+    return Authenticator(tokens, secret=bytes.fromhex(secret), job_active=job_active)
 
 
 def _build_autoscaler(db: ControllerDB, config: ClusterConfig, state_dir: Path) -> Autoscaler:
