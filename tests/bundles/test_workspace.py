@@ -168,3 +168,24 @@ def test_limit_comes_from_the_environment(tmp_path: Path, monkeypatch: pytest.Mo
         build_bundle(tmp_path)
     monkeypatch.setenv("IRIS_MAX_BUNDLE_BYTES", "1MB")
     assert build_bundle(tmp_path).file_count == 1
+
+
+def test_unreadable_files_are_reported_not_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "ok.py").write_text("print(1)\n")
+    secret = tmp_path / "secret.key"
+    secret.write_text("x")
+    if os.geteuid() == 0:  # root reads any file: make this one fail to read as it would for a user
+        real = Path.read_bytes
+
+        def read_bytes(self: Path) -> bytes:
+            if self.name == "secret.key":
+                raise PermissionError(13, "Permission denied", str(self))
+            return real(self)
+
+        monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    else:
+        secret.chmod(0)
+    with pytest.raises(
+        Exception, match=r"cannot read 1 file\(s\) of the workspace .*secret.key \(permission denied\)"
+    ):
+        build_bundle(tmp_path)

@@ -21,7 +21,7 @@ def iris_env(cluster: LocalCluster, **extra: str) -> dict[str, str]:
 
 
 def run_iris(
-    cluster: LocalCluster, cwd: Path, *args: str, timeout: float = 60
+    cluster: LocalCluster, cwd: Path, *args: str, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*IRIS, *args],

@@ -98,7 +98,7 @@ def test_zone_is_a_constraint_checked_against_what_workers_advertise(
         (["--gpu", "0"], "between 1 and 1024"),
         (["--gpu", "1", "--device", "gpu:1"], "give one of --gpu, --tpu and --device"),
         (["--tpu", "v5litepod-8"], "no worker offers a TPU"),
-        (["--port", "a-b"], "not a port name"),
+        (["--port", "a b"], "not a port name"),
         (["--name", "a b"], "--name"),
         (["--memory", "2000000000GB"], "--memory:"),
     ],

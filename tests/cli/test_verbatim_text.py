@@ -37,7 +37,7 @@ def run_iris(
     raw = subprocess.run(
         [*IRIS, *args],
         capture_output=True,
-        timeout=60,
+        timeout=180,  # a loaded machine starts Python slowly
         cwd=cwd,
         env=env or iris_env(cluster),
         stdin=subprocess.DEVNULL,
@@ -131,7 +131,7 @@ def test_a_command_that_is_not_utf8_is_refused_in_one_sentence(cluster: LocalClu
         capture_output=True,
         env=iris_env(cluster),
         cwd=tmp_path,
-        timeout=60,
+        timeout=180,
     )
     assert result.returncode == 2
     err = result.stderr.decode()

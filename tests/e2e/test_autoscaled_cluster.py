@@ -166,3 +166,24 @@ def test_a_job_no_group_can_fit_is_rejected_at_submit(tmp_path: Path) -> None:
         assert "no scale group can ever run this job" in out.stderr and "cpu" in out.stderr
     finally:
         stop(proc)
+
+
+def test_zone_is_checked_against_scale_groups_before_any_worker_exists(tmp_path: Path) -> None:
+    """With no worker up yet, --zone knows the zones the scale groups will start workers in."""
+    groups = "east: {resources: {cpu: 1, memory: 1GB}, min_slices: 0, max_slices: 1, attributes: {zone: us-east1-b}}"
+    proc, url = start(tmp_path, groups)
+    try:
+        env = {**os.environ, "IRIS_CONTROLLER_URL": url}
+
+        def run(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [*IRIS, *args], capture_output=True, text=True, env=env, timeout=180, cwd=tmp_path
+            )
+
+        typo = run("job", "run", "--no-workspace", "--zone", "us-east1-c", "--", "true")
+        assert typo.returncode == 2
+        assert "did you mean us-east1-b?" in typo.stderr
+        ok = run("job", "run", "--no-workspace", "--no-wait", "--zone", "us-east1-b", "--", "true")
+        assert ok.returncode == 0, ok.stderr
+    finally:
+        stop(proc)

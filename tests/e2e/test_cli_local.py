@@ -23,6 +23,8 @@ def test_job_run_local_echo_hello() -> None:
     result = run_iris("job", "run", "--local", "--", "echo", "hello")
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["hello"]
+    # The embedded cluster stops with the job: no dashboard link that would be dead at once.
+    assert "dashboard:" not in result.stderr
 
 
 def test_job_run_local_exit_code_is_the_jobs() -> None:

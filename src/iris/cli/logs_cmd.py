@@ -77,11 +77,18 @@ def print_failures(detail: JobDetail, *, limit: int = 5) -> None:
     sys.stdout.flush()
 
 
-def register(job: click.Group, ctx_client: Callable[[Any], Any], job_id_of: Callable[[str], str]) -> None:
-    """Add the commands to the ``job`` group (``ctx_client(obj)`` opens an IrisClient)."""
+def register(
+    job: click.Group,
+    ctx_client: Callable[[Any], Any],
+    job_id_of: Callable[[str], str],
+    *,
+    complete_job_id: Callable[..., Any] | None = None,
+) -> None:
+    """Add the commands to the ``job`` group (``ctx_client(obj)`` opens an IrisClient;
+    ``complete_job_id`` completes JOB_ID arguments in the shell)."""
 
     @job.command("logs")
-    @click.argument("job_id")
+    @click.argument("job_id", shell_complete=complete_job_id)
     @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
     @click.option("--task", "tasks", type=int, multiple=True, help="Only this task index (repeatable).")
     @click.option(
@@ -139,6 +146,10 @@ def register(job: click.Group, ctx_client: Callable[[Any], Any], job_id_of: Call
         with ctx_client(obj) as client:
             handle = client.job(job_id_of(job_id))
             detail = handle.detail()
+            from iris.cli.main import check_task
+
+            for index in tasks:
+                check_task(detail, index)
             multi = include_children or (detail.replicas > 1 and len(tasks) != 1)
             filters: dict[str, Any] = {
                 "since": since_ts,
@@ -158,7 +169,7 @@ def register(job: click.Group, ctx_client: Callable[[Any], Any], job_id_of: Call
                 pass
 
     @job.command("summary")
-    @click.argument("job_id")
+    @click.argument("job_id", shell_complete=complete_job_id)
     @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
     @click.pass_obj
     def job_summary(obj: Any, job_id: str, as_json: bool) -> None:
@@ -199,7 +210,7 @@ def register(job: click.Group, ctx_client: Callable[[Any], Any], job_id_of: Call
         console.print(t)
 
     @job.command("wait")
-    @click.argument("job_id")
+    @click.argument("job_id", shell_complete=complete_job_id)
     @click.option("--timeout", type=float, metavar="SECONDS", help="Give up (exit 124) after this long.")
     @click.pass_obj
     def job_wait(obj: Any, job_id: str, timeout: float | None) -> None:

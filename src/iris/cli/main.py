@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -13,17 +13,12 @@ from typing import Any
 
 import click
 from pydantic import ValidationError
+from rich.console import Group
 from rich.text import Text
 
 from iris.cli.completion import completion
 from iris.cli.job_options import (
     did_you_mean,
-    parse_constraint,
-    parse_device,
-    parse_duration,
-    parse_gpu,
-    parse_memory_mb,
-    parse_tpu,
     tpu_request,
 )
 from iris.cli.output import (
@@ -33,13 +28,18 @@ from iris.cli.output import (
     duration,
     err_console,
     line,
+    output_option,
+    print_data,
     print_json,
     resources_text,
     styled,
     table,
 )
-from iris.cli.progress import follow_job
+from iris.cli.output import watch as watch_output
+from iris.cli.params import CONSTRAINT, DEVICE, DURATION, GPU, SIZE_MB, TPU
+from iris.cli.progress import follow_job, stop_signals_interrupt
 from iris.cli.validation import validation_sentence
+from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
 from iris.rpc.errors import IrisError
 from iris.rpc.units import format_bytes, parse_bytes, parse_cpu_millicores
 
@@ -243,10 +243,28 @@ def _counts_line(label: str, counts: dict[str, int]) -> Text:
 
 
 def _install_sigterm() -> None:
-    def _raise(*_: object) -> None:
-        raise KeyboardInterrupt
+    stop_signals_interrupt()
 
-    signal.signal(signal.SIGTERM, _raise)
+
+def _say_stdin_is_not_passed() -> None:
+    """Standard input does not reach a job; say so when something was piped or redirected in."""
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+        size = os.fstat(sys.stdin.fileno()).st_size
+    except (OSError, ValueError, AttributeError):
+        return
+    if stat.S_ISFIFO(mode) or (stat.S_ISREG(mode) and size > 0):
+        err_console.print(
+            line(
+                (
+                    "note: standard input is not passed to the job; put input in a file in the "
+                    "workspace (the current directory) and read it from there",
+                    "yellow",
+                )
+            )
+        )
 
 
 # ---------------------------------------------------------------- cluster
@@ -270,8 +288,15 @@ def cluster() -> None:
 @click.option("--port", type=int, help="Controller port (default 10000; 0 picks a free one).")
 @click.option("--state-dir", type=click.Path(path_type=Path), help="State directory (default ~/.iris/local).")
 @click.option("--backend", type=click.Choice(["worker", "kubernetes"]), default="worker", show_default=True)
-@click.option("--worker-cpu", help="CPU capacity each worker advertises (default: this machine's).")
-@click.option("--worker-memory", help="Memory each worker advertises (default: this machine's).")
+@click.option(
+    "--worker-cpu",
+    help="CPU capacity each worker advertises (default: this machine's cpus split among the workers).",
+)
+@click.option(
+    "--worker-memory",
+    type=SIZE_MB,
+    help="Memory each worker advertises; a number is MB (default: this machine's memory split among the workers).",
+)
 @click.option(
     "--config",
     "config_path",
@@ -307,6 +332,11 @@ def cluster_start(
 ) -> None:
     """Run a controller plus N worker daemons in the foreground; Ctrl-C stops them all.
 
+    The workers share this machine's cpus and memory (unless --worker-cpu/--worker-memory say
+    otherwise). A worker that exits is reported and started again (after 1s, doubling up to 60s
+    while it keeps failing); the rest of the cluster keeps running. If the controller exits, the
+    cluster stops and the command exits with code 1.
+
     With --config, the file's scale groups decide how many workers run (the autoscaler starts
     and stops them), and its controller section sets the port and state directory.
 
@@ -314,13 +344,14 @@ def cluster_start(
     sandbox (a fake API server with Kueue and kubelet simulators), or with --kubeconfig in any
     real cluster prepared with `iris k8s manifests | kubectl apply -f -`.
     """
-    from iris.client.local_cluster import LocalCluster
+    from iris.client.local_cluster import LocalCluster, machine_share
 
     if not local:
         raise click.UsageError(
             "only --local clusters can be started from here; on other machines run `iris controller start` and `iris worker start`"
         )
-    _check_quantities(worker_cpu, worker_memory)
+    _check_quantities(worker_cpu, None)
+    worker_memory = f"{worker_memory}B" if isinstance(worker_memory, int) else worker_memory
     if kubeconfig is not None and backend != "kubernetes":
         raise click.UsageError("--kubeconfig goes with --backend kubernetes")
     controller_args: list[str] = []
@@ -341,10 +372,17 @@ def cluster_start(
         admin = next((t.token for t in config.auth.tokens if t.role == "admin"), None)
         token = os.environ.get("IRIS_TOKEN") or admin
         worker_token = next((t.token for t in config.auth.tokens if t.role == "worker"), None)
+    num_workers = 2 if workers is None else workers
+    if num_workers and (worker_cpu is None or worker_memory is None):
+        share_cpu, share_memory = machine_share(num_workers)
+        worker_cpu = worker_cpu or share_cpu
+        worker_memory = worker_memory or share_memory
+    listen_port = 10000 if port is None else port
+    _check_port_free("127.0.0.1", listen_port)
     lc = LocalCluster(
-        workers=2 if workers is None else workers,
+        workers=num_workers,
         state_dir=state_dir or Path.home() / ".iris" / "local",
-        port=10000 if port is None else port,
+        port=listen_port,
         backend=backend,
         worker_cpu=worker_cpu,
         worker_memory=worker_memory,
@@ -374,29 +412,90 @@ def cluster_start(
         console.print(f"  logs:       {lc.state_dir / 'logs'}")
         console.print(f"\n  export IRIS_CONTROLLER_URL={lc.url}\n\nPress Ctrl-C to stop.")
         sys.stdout.flush()
-        while True:
-            for child in [lc.controller, *lc.workers]:
-                if child is not None and child.proc.poll() is not None:
-                    err_console.print(
-                        f"{child.name} exited with code {child.proc.returncode}; see {child.log_path}"
-                    )
-                    raise KeyboardInterrupt
-            time.sleep(0.5)
+        code = _supervise(lc)
     except KeyboardInterrupt:
         err_console.print("stopping...")
+        code = 0
     finally:
         lc.stop()
+    sys.exit(code)
+
+
+# A worker that exits is started again after this many seconds, doubling up to the maximum while
+# it keeps failing; one that stayed up this long starts again from the first delay.
+RESTART_DELAYS_S = (1.0, 60.0)
+STABLE_AFTER_S = 60.0
+
+
+def _supervise(lc: Any) -> int:
+    """Watch the cluster's processes until the controller exits (returns 1) or Ctrl-C.
+
+    A worker that exits is reported and restarted with backoff; the others keep running.
+    """
+    first, most = RESTART_DELAYS_S
+    delay: dict[str, float] = {}
+    restart_at: dict[str, float] = {}
+    started: dict[str, float] = {w.name: time.monotonic() for w in lc.workers}
+    while True:
+        controller = lc.controller
+        if controller is not None and controller.proc.poll() is not None:
+            err_console.print(
+                line(
+                    ("the controller exited", "red"),
+                    f" with code {controller.proc.returncode}; stopping the cluster (see {controller.log_path})",
+                )
+            )
+            return 1
+        now = time.monotonic()
+        for child in list(lc.workers):
+            if child.proc.poll() is None:
+                if now - started.get(child.name, now) > STABLE_AFTER_S:
+                    delay.pop(child.name, None)
+                continue
+            if child.name not in restart_at:
+                wait = delay.get(child.name, first)
+                restart_at[child.name] = now + wait
+                err_console.print(
+                    line(
+                        (f"{child.name} exited with code {child.proc.returncode}", "yellow"),
+                        f"; restarting it in {wait:g}s (log: {child.log_path})",
+                    )
+                )
+            elif now >= restart_at[child.name]:
+                restart_at.pop(child.name)
+                delay[child.name] = min(most, delay.get(child.name, first) * 2)
+                lc.restart_worker(child.name, wait=False)
+                started[child.name] = time.monotonic()
+                err_console.print(line(f"{child.name} restarted"))
+        time.sleep(0.2)
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """One sentence, before anything starts, when another process listens on the port."""
+    import socket
+
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            reason = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc.strerror})"
+            raise CliError(
+                f"port {port} on {host} {reason}; choose another with --port (0 picks a free one)"
+            ) from None
 
 
 @cluster.command("status")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@output_option
 @click.pass_obj
-def cluster_status(obj: Ctx, as_json: bool) -> None:
+def cluster_status(obj: Ctx, fmt: str) -> None:
     """Backend descriptor, dashboard capabilities and counts."""
     with obj.client() as client:
         status = client.cluster_status()
-    if as_json:
-        print_json(status)
+    if fmt in ("json", "yaml"):
+        print_data(status, fmt)
         return
     console.print(
         line(
@@ -483,35 +582,29 @@ def _check_quantities(cpu: str | None, memory: str | None, disk: str | None = No
             raise click.BadParameter(str(exc), param_hint=hint) from None
 
 
-class _Parsed(click.ParamType):
-    """A click type from a parser that raises ValueError: errors name the flag in one line."""
+def complete_job_id(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of job ids (and bare names of the newest jobs) from the controller."""
+    from click.shell_completion import CompletionItem
 
-    def __init__(self, name: str, parse: Callable[[str], Any]) -> None:
-        self.name = name
-        self._parse = parse
+    root = ctx.find_root()
+    url = root.params.get("controller") or os.environ.get("IRIS_CONTROLLER_URL") or DEFAULT_CONTROLLER
+    try:
+        from iris.client import IrisClient
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if not isinstance(value, str):
-            return value
-        try:
-            return self._parse(value)
-        except ValueError as exc:
-            self.fail(str(exc), param, ctx)
+        with IrisClient(check_url(url, "--controller"), token=os.environ.get("IRIS_TOKEN")) as client:
+            jobs = client.list_jobs(limit=200).jobs
+    except Exception:  # completion must never break the shell: no controller, no completions
+        return []
+    if incomplete.startswith("/"):
+        return [CompletionItem(j.job_id) for j in jobs if j.job_id.startswith(incomplete)]
+    from iris.client.client import default_user
 
-
-CONSTRAINT = _Parsed("constraint", parse_constraint)
-DURATION = _Parsed("duration", parse_duration)
-SIZE_MB = _Parsed("size", parse_memory_mb)
-GPU = _Parsed("gpu", parse_gpu)
-DEVICE = _Parsed("device", parse_device)
-
-
-def _check_tpu(text: str) -> str:
-    parse_tpu(text)
-    return text
-
-
-TPU = _Parsed("tpu", _check_tpu)
+    me = default_user()
+    names = [
+        j.name for j in jobs if j.user == me and j.parent_job_id is None and j.name.startswith(incomplete)
+    ]
+    ids = [j.job_id[1:] for j in jobs if "/" in incomplete and j.job_id[1:].startswith(incomplete)]
+    return [CompletionItem(v) for v in dict.fromkeys(names + ids)]
 
 
 @job.command("run", context_settings={"ignore_unknown_options": False})
@@ -687,6 +780,9 @@ def job_run(
 ) -> None:
     """Run COMMAND as a job, stream its output and exit with its exit code.
 
+    Ctrl-C, SIGTERM or SIGHUP stop the job (a second one within 2s detaches instead). Standard
+    input is not passed to the job: put input in a file in the workspace.
+
     \b
     Examples:
       iris job run --local -- echo hello
@@ -714,9 +810,9 @@ def job_run(
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--name") from None
     for port in ports:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", port):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]{0,63}", port):
             raise click.BadParameter(
-                f"{port!r} is not a port name; use letters, digits and _ (it becomes $IRIS_PORT_{port.upper()})",
+                f"{port!r} is not a port name; use letters, digits, _ and - (the task reads $IRIS_PORT_<NAME>)",
                 param_hint="--port",
             )
     _check_quantities(cpu, None)
@@ -746,6 +842,9 @@ def job_run(
     request = ClusterRequest(zone=zone, region=region, tpu=tpu, replicas_given=replicas_given)
     workspace = None if no_workspace else Path.cwd()
     entrypoint = Entrypoint.from_command(*command)
+    if not dry_run:
+        _say_stdin_is_not_passed()
+        stop_signals_interrupt()  # SIGTERM and SIGHUP act as Ctrl-C
     if dry_run:
         if local:
             raise click.UsageError("--dry-run asks a running cluster; it cannot be combined with --local")
@@ -763,7 +862,12 @@ def job_run(
         from iris.client import IrisClient
 
         err_console.print(line(("starting a local cluster...", "dim")))
-        with IrisClient.local(workers=workers, port=0) as client:
+        from iris.client.local_cluster import machine_share
+
+        share_cpu, share_memory = machine_share(workers)
+        with IrisClient.local(
+            workers=workers, port=0, worker_cpu=share_cpu, worker_memory=share_memory
+        ) as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, request, no_wait=False, as_json=as_json, detach_ok=False,
                 workspace=workspace,
@@ -827,7 +931,8 @@ def _attribute_offers(client: Any) -> list[tuple[Any, dict[str, str]]]:
 
     for group in view.get("groups", []) if isinstance(view, dict) else []:
         attrs = {str(k): str(v) for k, v in (group.get("attributes") or {}).items()}
-        device = group.get("device")
+        resources = group.get("resources") if isinstance(group.get("resources"), dict) else {}
+        device = resources.get("device")
         offers.append((DeviceSpec.model_validate(device) if isinstance(device, dict) else None, attrs))
     return offers
 
@@ -877,98 +982,232 @@ def _run_and_follow(
     # Job id and dashboard link first, then the output (with a live status on a terminal);
     # Ctrl-C stops the job, a second Ctrl-C detaches (see cli/progress.py).
     multi = submit_kwargs.get("replicas", 1) > 1
-    return follow_job(job, controller_url=client.url, multi=multi, detach_ok=detach_ok)
+    # An embedded --local cluster stops with the job: a dashboard link would be dead at once.
+    return follow_job(
+        job, controller_url=client.url, multi=multi, detach_ok=detach_ok, show_dashboard=detach_ok
+    )
+
+
+_SORT_COLUMNS = {
+    "submitted": ("submitted_at", True),
+    "finished": ("finished_at", True),
+    "name": ("job_id", False),
+    "state": ("state", False),
+    "user": ("user", False),
+    "priority": ("priority", False),
+}
+JOB_STATES = [s.value for s in JobState]
+
+
+def _check_states(values: Sequence[str]) -> list[str]:
+    states = [s.strip().upper() for v in values for s in v.split(",") if s.strip()]
+    for s in states:
+        if s not in JOB_STATES:
+            raise click.BadParameter(
+                f"unknown state {s.lower()!r}; choose from {', '.join(x.lower() for x in JOB_STATES)}",
+                param_hint="--state",
+            )
+    return states
 
 
 @job.command("list")
-@click.option("--state", "states", multiple=True, help="Only jobs in this state (repeatable).")
+@click.option(
+    "--state",
+    "states",
+    multiple=True,
+    metavar="STATE",
+    help="Only jobs in this state (repeatable, or comma-separated): "
+    + ", ".join(s.lower() for s in JOB_STATES),
+)
 @click.option("--user", help="Only this user's jobs.")
+@click.option("--name", "name", metavar="TEXT", help="Only jobs whose id contains TEXT.")
+@click.option(
+    "--since", metavar="WHEN", help="Only jobs submitted in the last 5m, 1h, 2d..., or since a time."
+)
+@click.option(
+    "--sort",
+    type=click.Choice(sorted(_SORT_COLUMNS), case_sensitive=False),
+    default="submitted",
+    show_default=True,
+    help="Order: times newest first, the others A to Z.",
+)
+@click.option("--reverse", is_flag=True, help="Reverse the order.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(1, 1000))
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.option(
+    "--offset", default=0, show_default=True, type=click.IntRange(min=0), help="Skip this many jobs."
+)
+@click.option(
+    "--interval",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 3600),
+    metavar="SECONDS",
+    help="With --watch: seconds between refreshes.",
+)
+@click.option("-w", "--watch", is_flag=True, help="Keep showing the list as it changes (Ctrl-C ends).")
+@output_option
 @click.pass_obj
-def job_list(obj: Ctx, states: Sequence[str], user: str | None, limit: int, as_json: bool) -> None:
+def job_list(
+    obj: Ctx,
+    states: Sequence[str],
+    user: str | None,
+    name: str | None,
+    since: str | None,
+    sort: str,
+    reverse: bool,
+    limit: int,
+    offset: int,
+    interval: float,
+    watch: bool,
+    fmt: str,
+) -> None:
     """List jobs, newest first."""
+    wanted = _check_states(states)
+    try:
+        since_ts = parse_since(since, time.time()) if since else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+    column, descending = _SORT_COLUMNS[sort.lower()]
     with obj.client() as client:
-        jobs = client.list_jobs(state=[s.upper() for s in states], user=user, limit=limit)
-    if as_json:
-        print_json(jobs)
+
+        def fetch() -> Any:
+            return client.list_jobs(
+                state=wanted,
+                user=user,
+                name=name,
+                since=since_ts,
+                sort=column,
+                descending=descending != reverse,
+                limit=limit,
+                offset=offset,
+            )
+
+        if watch:
+            watch_output(fetch, lambda jobs: _jobs_view(jobs, fmt), fmt=fmt, interval=interval)
+            return
+        jobs = fetch()
+    if fmt in ("json", "yaml"):
+        print_data(jobs, fmt)
         return
+    console.print(_jobs_view(jobs, fmt))
+
+
+def _jobs_view(jobs: Any, fmt: str) -> Any:
     if not jobs.jobs:
-        console.print("no jobs")
-        return
-    t = table("JOB", "STATE", "TASKS", "SUBMITTED", "DURATION", "COMMAND")
+        return Text("no jobs")
+    wide = fmt == "wide"
+    columns = ["JOB", "STATE", "TASKS", "SUBMITTED", "DURATION"]
+    if wide:
+        columns += ["USER", "PRIORITY", "RESOURCES", "REASON"]
+    t = table(*columns, "COMMAND")
     for j in jobs.jobs:
         counts = " ".join(f"{k.lower()}:{v}" for k, v in sorted(j.task_counts.items()))
-        t.add_row(
+        row = [
             j.job_id,
             styled(j.state.value),
             counts,
             ago(j.submitted_at),
             duration(j.started_at, j.finished_at),
-            j.entrypoint,
+        ]
+        if wide:
+            res = j.resources
+            row += [
+                j.user,
+                j.priority.value.lower(),
+                _resources_of(res) if res is not None else "-",
+                j.error or j.pending_reason or "",
+            ]
+        t.add_row(*row, j.entrypoint)
+    if jobs.total > jobs.offset + len(jobs.jobs) or jobs.offset:
+        shown = (
+            f"showing {jobs.offset + 1}-{jobs.offset + len(jobs.jobs)} of {jobs.total}; use --limit/--offset"
         )
-    console.print(t)
-    if jobs.total > len(jobs.jobs):
-        console.print(line((f"showing {len(jobs.jobs)} of {jobs.total}; use --limit", "dim")))
+        return Group(t, Text(shown, style="dim"))
+    return t
 
 
-def _job_id(value: str) -> str:
-    return value if value.startswith("/") else "/" + value
+def _resources_of(res: Any) -> str:
+    return resources_text(res.cpu_millicores, res.memory_bytes, res.device)
 
 
-@job.command("status")
-@click.argument("job_id")
-@click.option("--attempts", is_flag=True, help="List every attempt of every task.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-@click.pass_obj
-def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
-    """Show a job, its tasks and why any task is pending."""
-    with obj.client() as client:
-        detail = client.job(_job_id(job_id)).detail()
-    if as_json:
-        print_json(detail)
-        return
-    console.print(
+def _job_id(value: str, client: Any = None) -> str:
+    """A job id from what the user typed: ``/user/name``, ``user/name``, or a bare ``name`` of the
+    current user (the newest such job; with ``client`` the controller is asked)."""
+    if value.startswith("/"):
+        return value
+    if "/" in value or client is None:
+        return "/" + value
+    return resolve_short_name(client, value)
+
+
+class CliError(click.ClickException):
+    """One sentence for the user, exit code 1."""
+
+
+def check_task(detail: Any, index: int) -> Any:
+    """The task of ``detail`` with ``index``, or a sentence saying which tasks there are."""
+    for task in detail.tasks:
+        if task.task_index == index:
+            return task
+    count = len(detail.tasks)
+    which = (
+        "it has no tasks yet"
+        if not count
+        else "it has task 0"
+        if count == 1
+        else f"its tasks are 0-{count - 1}"
+    )
+    raise click.BadParameter(f"job {detail.job_id} has no task {index}; {which}", param_hint="--task")
+
+
+def resolve_short_name(client: Any, name: str) -> str:
+    from iris.client.client import default_user
+
+    user = None if os.environ.get("IRIS_TOKEN") else default_user()  # a token's jobs are its user's
+    found = client.list_jobs(name=name, user=user, sort="submitted_at", descending=True, limit=1000)
+    mine = [j for j in found.jobs if j.name == name and j.parent_job_id is None]
+    if not mine:
+        who = f" of user {user}" if user else ""
+        raise CliError(f"no job named {name!r}{who}; give its full id, e.g. /USER/{name} (see iris job list)")
+    if len(mine) > 1:
+        err_console.print(
+            line((f"{len(mine)} jobs are named {name!r}: showing the newest, {mine[0].job_id}", "dim"))
+        )
+    return mine[0].job_id
+
+
+def _status_view(detail: Any, attempts: bool) -> Any:
+    parts: list[Any] = [
         line(
             (clean(detail.job_id), "bold"),
             "  ",
             styled(detail.state.value),
             f"  priority={detail.priority.value.lower()}  user={detail.user}",
-        )
-    )
-    res = detail.spec.resources
-    console.print(line("command: ", detail.entrypoint))
-    # The device variant is user text: printed verbatim, never read as markup.
-    console.print(
-        line(
-            "resources: ",
-            f"{resources_text(res.cpu_millicores, res.memory_bytes, res.device)} × {detail.replicas} task(s)",
-        )
-    )
-    console.print(
-        f"submitted {ago(detail.submitted_at)}, ran {duration(detail.started_at, detail.finished_at)}"
-    )
+        ),
+        line("command: ", detail.entrypoint),
+        line(f"resources: {_resources_of(detail.spec.resources)} × {detail.replicas} task(s)"),
+        line(f"submitted {ago(detail.submitted_at)}, ran {duration(detail.started_at, detail.finished_at)}"),
+    ]
     if detail.exit_code is not None:
-        console.print(f"exit code: {detail.exit_code}")
+        parts.append(line(f"exit code: {detail.exit_code}"))
     if detail.error:
-        console.print(line(("error:", "red"), " ", Text(clean(detail.error, one_line=False))))
+        parts.append(line(("error:", "red"), " ", Text(clean(detail.error, one_line=False))))
     if detail.children:
-        console.print(line("sub-jobs: " + ", ".join(detail.children)))
+        parts.append(line("sub-jobs: " + ", ".join(detail.children)))
     t = table("TASK", "STATE", "WORKER", "ATTEMPTS", "EXIT", "DETAIL")
     for task in detail.tasks:
-        info = task.pending_reason or task.error or ""
         t.add_row(
             str(task.task_index),
             styled(task.state.value),
             task.worker_id or "-",
             str(task.attempt_count),
             "" if task.exit_code is None else str(task.exit_code),
-            info,
+            task.pending_reason or task.error or "",
         )
-    console.print(t)
+    parts.append(t)
     total = sum(detail.task_counts.values())
     if total > len(detail.tasks):
-        console.print(
+        parts.append(
             line(
                 (f"showing the first {len(detail.tasks)} of {total} tasks (--json for the same page)", "dim")
             )
@@ -988,7 +1227,48 @@ def job_status(obj: Ctx, job_id: str, attempts: bool, as_json: bool) -> None:
                     "" if a.exit_code is None else str(a.exit_code),
                     a.error or "",
                 )
-        console.print(at)
+        parts.append(at)
+    return Group(*parts)
+
+
+@job.command("status")
+@click.argument("job_id", shell_complete=complete_job_id)
+@click.option("--attempts", is_flag=True, help="List every attempt of every task (as -o wide).")
+@click.option(
+    "--interval",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 3600),
+    metavar="SECONDS",
+    help="With --watch: seconds between refreshes.",
+)
+@click.option(
+    "-w", "--watch", is_flag=True, help="Keep showing the job until it ends (Ctrl-C stops watching)."
+)
+@output_option
+@click.pass_obj
+def job_status(obj: Ctx, job_id: str, attempts: bool, interval: float, watch: bool, fmt: str) -> None:
+    """Show a job, its tasks and why any task is pending.
+
+    JOB_ID is /USER/NAME, USER/NAME, or a NAME of your own jobs (the newest of that name).
+    """
+    attempts = attempts or fmt == "wide"
+    with obj.client() as client:
+        handle = client.job(_job_id(job_id, client))
+        if watch:
+            watch_output(
+                handle.detail,
+                lambda d: _status_view(d, attempts),
+                fmt=fmt,
+                interval=interval,
+                done=lambda d: d.state in TERMINAL_JOB_STATES,
+            )
+            return
+        detail = handle.detail()
+    if fmt in ("json", "yaml"):
+        print_data(detail, fmt)
+        return
+    console.print(_status_view(detail, attempts))
     logs_cmd.print_failures(detail)
 
 
@@ -1014,11 +1294,23 @@ def parse_since(text: str, now: float) -> float:
 
 from iris.cli import logs_cmd  # noqa: E402 - needs the job group above
 
-logs_cmd.register(job, lambda obj: obj.client(), lambda value: _job_id(value))
+
+def _job_id_in_context(value: str) -> str:
+    """``_job_id`` for commands that open their own client: a bare name asks the controller."""
+    if value.startswith("/") or "/" in value:
+        return _job_id(value)
+    obj = click.get_current_context().find_object(Ctx)
+    if obj is None:
+        return _job_id(value)
+    with obj.client() as client:
+        return resolve_short_name(client, value)
+
+
+logs_cmd.register(job, lambda obj: obj.client(), _job_id_in_context, complete_job_id=complete_job_id)
 
 
 @job.command("exec", context_settings={"ignore_unknown_options": True})
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_job_id)
 @click.option("--task", "task_index", default=0, show_default=True, type=int, help="Task index.")
 @click.option(
     "--timeout", default=60.0, show_default=True, type=float, help="Seconds before the command is stopped."
@@ -1028,23 +1320,32 @@ logs_cmd.register(job, lambda obj: obj.client(), lambda value: _job_id(value))
 def job_exec(obj: Ctx, job_id: str, task_index: int, timeout: float, command: Sequence[str]) -> None:
     """Run COMMAND beside a running task (its working directory and environment, or its pod)."""
     with obj.client() as client:
-        result = client.job(_job_id(job_id)).exec(list(command), task_index=task_index, timeout=timeout)
+        handle = client.job(_job_id(job_id, client))
+        task = check_task(handle.detail(), task_index)
+        if task.state is not TaskState.RUNNING:
+            raise CliError(
+                f"task {task_index} of {handle.job_id} is {task.state.value.lower()}, not running; "
+                "exec runs beside a running task"
+            )
+        result = handle.exec(list(command), task_index=task_index, timeout=timeout)
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)
     sys.exit(result.exit_code)
 
 
 @job.command("ps")
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_job_id)
 @click.option("--task", "task_index", default=0, show_default=True, type=int, help="Task index.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@output_option
 @click.pass_obj
-def job_ps(obj: Ctx, job_id: str, task_index: int, as_json: bool) -> None:
+def job_ps(obj: Ctx, job_id: str, task_index: int, fmt: str) -> None:
     """Show a task's processes (worker backend) or its pod's status (kubernetes backend)."""
     with obj.client() as client:
-        status = client.job(_job_id(job_id)).process_status(task_index)
-    if as_json:
-        print_json(status)
+        handle = client.job(_job_id(job_id, client))
+        check_task(handle.detail(), task_index)
+        status = handle.process_status(task_index)
+    if fmt in ("json", "yaml"):
+        print_data(status, fmt)
         return
     if status.get("kind") == "process":
         console.print(
@@ -1066,14 +1367,15 @@ def job_ps(obj: Ctx, job_id: str, task_index: int, as_json: bool) -> None:
 
 
 @job.command("stop")
-@click.argument("job_ids", nargs=-1, required=True)
+@click.argument("job_ids", nargs=-1, required=True, shell_complete=complete_job_id)
 @click.pass_obj
 def job_stop(obj: Ctx, job_ids: Sequence[str]) -> None:
     """Stop jobs (and all their sub-jobs)."""
     with obj.client() as client:
         for jid in job_ids:
-            state = client.job(_job_id(jid)).kill()
-            console.print(line(f"{_job_id(jid)}: ", styled(state.value)))
+            full = _job_id(jid, client)
+            state = client.job(full).kill()
+            console.print(line(f"{full}: ", styled(state.value)))
 
 
 # ---------------------------------------------------------------- workers and kubernetes
@@ -1087,14 +1389,14 @@ def _register_optional_groups() -> None:
     cli.add_command(worker)
 
     @worker.command("list")
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+    @output_option
     @click.pass_obj
-    def worker_list(obj: Ctx, as_json: bool) -> None:
+    def worker_list(obj: Ctx, fmt: str) -> None:
         """Workers registered with the controller, their capacity and health."""
         with obj.client() as client:
             workers = client.workers()
-        if as_json:
-            print_json(workers)
+        if fmt in ("json", "yaml"):
+            print_data(workers, fmt)
             return
         if not workers.workers:
             console.print("no workers registered")
@@ -1105,8 +1407,8 @@ def _register_optional_groups() -> None:
                 w.worker_id,
                 styled(w.status.value),
                 w.address,
-                resources_text(w.capacity.cpu_millicores, w.capacity.memory_bytes, w.capacity.device),
-                resources_text(w.used.cpu_millicores, w.used.memory_bytes, w.used.device),
+                _resources_of(w.capacity),
+                _resources_of(w.used),
                 str(len(w.running_tasks)),
                 ago(w.last_contact_at),
                 " ".join(f"{k}={v}" for k, v in sorted(w.attributes.items())),
@@ -1138,7 +1440,7 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print(line(("error:", "red"), " ", exc.format_message() + where))
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        err_console.print(line(("error:", "red"), " ", exc.format_message()))
         sys.exit(exc.exit_code)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)

@@ -8,13 +8,17 @@ sequences are removed, control characters made visible and undecodable bytes sho
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import sys
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
+import click
 from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
@@ -119,11 +123,73 @@ STATE_STYLE = {
 }
 
 
-def print_json(data: Any) -> None:
+FORMATS = ("table", "wide", "json", "yaml")
+
+
+def output_option(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``-o table|wide|json|yaml`` and ``--json`` (same as ``-o json``), passed on as ``fmt``."""
+
+    command = click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON for scripts (same as -o json)."
+    )(command)
+    command = click.option(
+        "-o",
+        "--output",
+        "fmt",
+        type=click.Choice(FORMATS, case_sensitive=False),
+        default="table",
+        show_default=True,
+        help="Output format: a table, a wide table with more columns, JSON or YAML (times in ISO 8601).",
+    )(command)
+
+    @functools.wraps(command)
+    def run(*args: Any, fmt: str, as_json: bool, **kwargs: Any) -> Any:
+        return command(*args, fmt="json" if as_json else fmt.lower(), **kwargs)
+
+    return run
+
+
+def _plain_data(data: Any) -> Any:
     if isinstance(data, BaseModel):
-        sys.stdout.write(data.model_dump_json(indent=2) + "\n")
+        data = data.model_dump(mode="json")
+    return _iso_times(data)
+
+
+def _iso_times(value: Any, key: str = "") -> Any:
+    """Epoch seconds under ``*_at`` / ``ts`` keys become ISO 8601 UTC strings."""
+    if isinstance(value, dict):
+        return {k: _iso_times(v, str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_iso_times(v, key) for v in value]
+    if (
+        (key.endswith("_at") or key == "ts")
+        and isinstance(value, int | float)
+        and not isinstance(value, bool)
+    ):
+        return iso_time(float(value))
+    return value
+
+
+def iso_time(ts: float) -> str:
+    """``2026-12-01T09:22:30.123Z``."""
+    moment = datetime.fromtimestamp(ts, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(_plain_data(data), indent=2, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def print_data(data: Any, fmt: str) -> None:
+    """JSON or YAML for scripts."""
+    if fmt == "yaml":
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(_plain_data(data), sort_keys=False, allow_unicode=True))
+        sys.stdout.flush()
     else:
-        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+        print_json(data)
 
 
 def ago(ts: float | None) -> str:
@@ -181,3 +247,48 @@ def table(*columns: str, title: str | None = None) -> PlainTable:
     for i, c in enumerate(columns):
         t.add_column(c, overflow="ellipsis", no_wrap=i < len(columns) - 1)
     return t
+
+
+def watch(
+    fetch: Callable[[], Any],
+    show: Callable[[Any], Any],
+    *,
+    fmt: str,
+    interval: float,
+    done: Callable[[Any], bool] = lambda _data: False,
+) -> None:
+    """Show ``fetch()`` again every ``interval`` seconds until ``done`` or Ctrl-C.
+
+    On a terminal a table is redrawn in place; elsewhere (and for JSON/YAML) a new snapshot is
+    printed only when the data changed.
+    """
+    from rich.live import Live
+
+    live_table = fmt in ("table", "wide") and console.is_terminal
+    last: str | None = None
+    try:
+        if live_table:
+            with Live(console=console, auto_refresh=False, transient=False) as live:
+                while True:
+                    data = fetch()
+                    live.update(show(data), refresh=True)
+                    if done(data):
+                        return
+                    time.sleep(interval)
+        while True:
+            data = fetch()
+            key = json.dumps(_plain_data(data), sort_keys=True, default=str)
+            if key != last:
+                if last is not None and fmt in ("table", "wide"):
+                    console.print()
+                if fmt in ("table", "wide"):
+                    console.print(show(data))
+                else:
+                    print_data(data, fmt)
+                sys.stdout.flush()  # a reader of the pipe sees each change as it happens
+                last = key
+            if done(data):
+                return
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return

@@ -4,7 +4,8 @@ The job id and its dashboard link come first (on stderr). The job's output strea
 stderr. When stderr is a terminal, a status line stays under the output: task counts by state,
 the elapsed time, and why tasks are pending; on pipes and files there is nothing but the output.
 
-Ctrl-C stops the job after a short grace; a second Ctrl-C within the grace detaches instead and
+Ctrl-C (or SIGTERM, or SIGHUP when the terminal goes away) stops the job after a short grace; a
+second one within the grace detaches instead and
 leaves the job running (``detach_ok``; with an embedded ``--local`` cluster there is nothing to
 detach from, so the job stops at once).
 """
@@ -33,6 +34,19 @@ if TYPE_CHECKING:
 
 # Seconds between the first Ctrl-C and stopping the job: time to press Ctrl-C again and detach.
 STOP_GRACE_S = 2.0
+# Signals that act as Ctrl-C: a terminal closing (SIGHUP) or `kill` (SIGTERM) stops the job too.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stop_signals_interrupt() -> None:
+    """Make SIGTERM and SIGHUP raise KeyboardInterrupt, as SIGINT does."""
+
+    def _raise(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    for sig in STOP_SIGNALS[1:]:
+        signal.signal(sig, _raise)
+
 
 _COUNT_ORDER = (
     TaskState.PENDING,
@@ -136,13 +150,15 @@ def follow_job(
     detach_ok: bool,
     console: Console = err_console,
     live: bool | None = None,
+    show_dashboard: bool = True,
 ) -> int:
     """Announce the job, stream its output until it ends, and return the exit code to exit with.
 
     ``live`` forces the status line on or off (default: on when ``console`` is a terminal).
     """
     console.print(line(f"job {job.job_id}"))
-    console.print(line(f"dashboard: {dashboard_link(controller_url, job.job_id)}"), soft_wrap=True)
+    if show_dashboard:
+        console.print(line(f"dashboard: {dashboard_link(controller_url, job.job_id)}"), soft_wrap=True)
     status = LiveStatus(console) if (console.is_terminal if live is None else live) else None
     try:
         if status is not None:
@@ -176,7 +192,7 @@ def _interrupted(job: Job, console: Console, detach_ok: bool) -> int:
         # The second Ctrl-C is caught by a handler installed before the prompt is printed, so it
         # counts however soon it comes (a KeyboardInterrupt could land before any try block).
         second = threading.Event()
-        previous = signal.signal(signal.SIGINT, lambda *_: second.set())
+        previous = {sig: signal.signal(sig, lambda *_: second.set()) for sig in STOP_SIGNALS}
         try:
             console.print(
                 f"\nCtrl-C: stopping job {job.job_id} in {STOP_GRACE_S:g}s; "
@@ -185,7 +201,8 @@ def _interrupted(job: Job, console: Console, detach_ok: bool) -> int:
             )
             second.wait(STOP_GRACE_S)
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         if second.is_set():
             console.print(
                 f"detached: job {job.job_id} keeps running.\n"

@@ -250,13 +250,27 @@ class IrisClient:
         return Job(self, job_id if job_id.startswith("/") else "/" + job_id)
 
     def list_jobs(
-        self, *, state: Sequence[str] = (), user: str | None = None, limit: int = 100, offset: int = 0
+        self,
+        *,
+        state: Sequence[str] = (),
+        user: str | None = None,
+        name: str | None = None,
+        since: float | None = None,
+        sort: str = "submitted_at",
+        descending: bool = True,
+        limit: int = 100,
+        offset: int = 0,
     ) -> JobList:
-        params: dict[str, Any] = {"limit": limit, "offset": offset}
+        """Jobs, newest first by default; ``name`` matches part of the id, ``since`` is a time."""
+        params: dict[str, Any] = {"limit": limit, "offset": offset, "sort": sort, "desc": descending}
         if state:
             params["state"] = list(state)
         if user:
             params["user"] = user
+        if name:
+            params["name"] = name
+        if since is not None:
+            params["since"] = since
         return self.http.get("/api/v1/jobs", JobList, **params)
 
     def endpoints(self, *, job: str | None = None, name: str | None = None) -> EndpointList:

@@ -302,3 +302,14 @@ class LocalCluster:
                     pass
                 child.proc.wait()
             child.log_file.close()
+
+
+def machine_share(workers: int) -> tuple[str, str]:
+    """This machine's cpus and memory divided among ``workers`` (as ``--cpu``/``--memory`` values),
+    so local workers together offer the machine once rather than each offering all of it."""
+    import psutil
+
+    n = max(1, workers)
+    millicores = max(100, (os.cpu_count() or 1) * 1000 // n)
+    memory = max(256 * 1000**2, psutil.virtual_memory().total // n)
+    return f"{millicores}m", f"{memory}B"

@@ -281,12 +281,16 @@ def build_bundle(root: str | Path, *, max_bytes: int | None = None) -> Bundle:
         tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tar,
     ):
         count = 0
+        unreadable: list[str] = []
         for p in sorted(sizes):
             try:
                 data = (root / p).read_bytes()
                 mode = (root / p).stat().st_mode
-            except OSError:
+            except FileNotFoundError:
                 continue  # vanished while packaging
+            except OSError as exc:
+                unreadable.append(f"{p} ({(exc.strerror or str(exc)).lower()})")
+                continue
             info = tarfile.TarInfo(p)
             info.size = len(data)
             info.mode = 0o755 if mode & 0o111 else 0o644
@@ -295,6 +299,14 @@ def build_bundle(root: str | Path, *, max_bytes: int | None = None) -> Bundle:
             info.uname = info.gname = ""
             tar.addfile(info, io.BytesIO(data))
             count += 1
+    if unreadable:
+        shown = ", ".join(unreadable[:5]) + (
+            f" and {len(unreadable) - 5} more" if len(unreadable) > 5 else ""
+        )
+        raise InvalidArgument(
+            f"cannot read {len(unreadable)} file(s) of the workspace {root}: {shown}; "
+            "fix their permissions, list them in .irisignore, or run with --no-workspace"
+        )
     data = raw.getvalue()
     if len(data) > limit:
         raise WorkspaceTooLarge(_too_large_message(root, len(data), limit, sizes))

@@ -354,6 +354,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         offset: int = Query(default=0, ge=0),
         sort: str = "submitted_at",
         desc: bool = True,
+        since: float | None = Query(default=None, allow_inf_nan=False),
     ) -> JobList:
         states = [s.upper() for s in state for s in s.split(",") if s]
         principal = who()
@@ -372,6 +373,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
                 offset=offset,
                 sort=sort,
                 descending=desc,
+                submitted_since=since,
             )
             if principal.job_scope is not None:  # a job token lists its own job tree only
                 rows = [r for r in rows if principal.in_scope(r.job_id)]

@@ -213,8 +213,12 @@ def list_jobs(
     offset: int = 0,
     sort: str = "submitted_at",
     descending: bool = True,
+    submitted_since: float | None = None,
 ) -> tuple[list[JobRow], int]:
     where, args = [], []
+    if submitted_since is not None:
+        where.append("submitted_at >= ?")
+        args.append(submitted_since)
     if states:
         where.append(f"state IN ({','.join('?' * len(states))})")
         args.extend(states)
