@@ -158,7 +158,7 @@ def test_completion_offers_job_ids(cluster: LocalCluster, jobs: dict[str, str], 
         assert result.returncode == 0, result.stderr
         return [line.split(",", 1)[1] for line in result.stdout.splitlines() if "," in line]
 
-    assert complete(f"iris job logs /{default_user()}/tr") == [jobs["train"]]
+    assert complete(f"iris job logs /{default_user()}/trai") == [jobs["train"]]
     assert complete("iris job status tra") == ["train"]
     assert complete(f"iris job stop {jobs['alpha']} /{default_user()}/ev") == [jobs["evaluate"]]
 

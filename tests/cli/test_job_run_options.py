@@ -58,9 +58,11 @@ def test_every_option_reaches_the_spec(cluster: LocalCluster, workdir: Path) -> 
 
 
 def test_gpu_and_device_flags_become_the_device_request(cluster: LocalCluster, workdir: Path) -> None:
-    gpu = _submit(cluster, workdir, "--gpu", "a100:2", "--scheduling-timeout", "1s")["spec"]["resources"]
+    # No worker here has a GPU: --wait-for-capacity queues the job instead of refusing it.
+    queue = ("--scheduling-timeout", "1s", "--wait-for-capacity")
+    gpu = _submit(cluster, workdir, "--gpu", "a100:2", *queue)["spec"]["resources"]
     assert gpu["device"] == {"type": "gpu", "variant": "a100", "count": 2}
-    device = _submit(cluster, workdir, "--device", "gpu:4", "--scheduling-timeout", "1s")["spec"]["resources"]
+    device = _submit(cluster, workdir, "--device", "gpu:4", *queue)["spec"]["resources"]
     assert device["device"] == {"type": "gpu", "variant": "", "count": 4}
 
 

@@ -119,6 +119,13 @@ def test_worker_list_shows_attributes_verbatim(cluster: LocalCluster, tmp_path: 
     assert "note=[red]rack[/bold]7" in result.stdout
 
 
+def test_job_summary_prints_the_failure_verbatim(cluster: LocalCluster, odd_job: str, tmp_path: Path) -> None:
+    result = run_iris(cluster, tmp_path, "job", "summary", odd_job)
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out
+    assert "Traceback" not in out and "MarkupError" not in out
+
+
 def test_cluster_status_and_json_survive(cluster: LocalCluster, odd_job: str, tmp_path: Path) -> None:
     _check_clean(run_iris(cluster, tmp_path, "cluster", "status"))
     detail = json.loads(run_iris(cluster, tmp_path, "job", "status", "--json", odd_job).stdout)

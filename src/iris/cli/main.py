@@ -246,16 +246,35 @@ def _install_sigterm() -> None:
     stop_signals_interrupt()
 
 
+def _bytes_waiting(fd: int) -> int:
+    import array
+    import fcntl
+    import termios
+
+    buf = array.array("i", [0])
+    try:
+        fcntl.ioctl(fd, termios.FIONREAD, buf)
+    except OSError:
+        return 0
+    return buf[0]
+
+
 def _say_stdin_is_not_passed() -> None:
     """Standard input does not reach a job; say so when something was piped or redirected in."""
     import stat
 
     try:
-        mode = os.fstat(sys.stdin.fileno()).st_mode
-        size = os.fstat(sys.stdin.fileno()).st_size
+        fd = sys.stdin.fileno()
+        info = os.fstat(fd)
     except (OSError, ValueError, AttributeError):
         return
-    if stat.S_ISFIFO(mode) or (stat.S_ISREG(mode) and size > 0):
+    if stat.S_ISREG(info.st_mode):
+        waiting = info.st_size > 0
+    elif stat.S_ISFIFO(info.st_mode):
+        waiting = _bytes_waiting(fd) > 0  # an idle inherited pipe is not input
+    else:
+        return
+    if waiting:
         err_console.print(
             line(
                 (
