@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -225,3 +226,27 @@ def test_a_job_token_reaches_its_own_job_only_and_dies_with_it(secure: LocalClus
     with pytest.raises(Unauthenticated):
         stolen.job(leaker.job_id).status()
     other.kill()
+
+
+def test_a_user_reads_only_bundles_of_their_own_jobs(secure: LocalCluster) -> None:
+    data = os.urandom(2048)
+    sha = hashlib.sha256(data).hexdigest()
+    url = f"{secure.url}/api/v1/bundles/{sha}"
+    alice, bob, admin = (
+        {"authorization": f"Bearer {t}"} for t in ("alice-token-123", "bob-token-12345", "admin-token-123")
+    )
+    assert httpx.put(url, content=data, headers=alice).status_code == 201
+    job = IrisClient(secure.url, token="alice-token-123").submit(
+        Entrypoint.from_command("true"),
+        name="bundled",
+        resources=ResourceSpec(cpu=64, memory="64MB"),
+        wait_for_capacity=True,
+        bundle_id=sha,
+    )
+    try:
+        assert httpx.get(url, headers=alice).content == data
+        assert httpx.get(url, headers=admin).content == data
+        refused = httpx.get(url, headers=bob)
+        assert refused.status_code == 404 and refused.content != data
+    finally:
+        job.kill()

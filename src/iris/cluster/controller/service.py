@@ -305,6 +305,15 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.get("/api/v1/bundles/{bundle_id}")
     def get_bundle(bundle_id: str) -> FileResponse:
+        principal = who()
+        if principal.role == "user":  # another user's workspace is not theirs to read
+            with controller.db.read() as cur:
+                mine = cur.execute(
+                    "SELECT 1 FROM jobs WHERE user = ? AND json_extract(spec_json, '$.bundle_id') = ? LIMIT 1",
+                    (principal.user, bundle_id),
+                ).fetchone()
+            if mine is None:
+                raise NotFound(f"bundle {bundle_id} is not on this controller (never uploaded, or collected)")
         return FileResponse(controller.bundles.open_path(bundle_id), media_type="application/gzip")
 
     @app.put("/api/v1/bundles/{bundle_id}", status_code=201)
