@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--namespace", default="iris")
     parser.add_argument("--queue", default="iris")
     parser.add_argument("--tick", type=float, default=1.0)
-    parser.add_argument("--worker-grace", type=float, default=10.0)
+    parser.add_argument("--worker-grace", type=float, default=60.0)
     parser.add_argument(
         "--terminate-slices-on-exit",
         action="store_true",
