@@ -19,6 +19,9 @@ from iris.client import IrisClient, JobState
 from iris.client.client import default_user
 from iris.client.local_cluster import LocalCluster
 
+# Each test runs the CLI several times; on a loaded 2-core machine one start of Python can take 30s.
+pytestmark = pytest.mark.timeout(900)
+
 
 @pytest.fixture(scope="module")
 def jobs(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
