@@ -824,29 +824,21 @@ def _resources(row: sqlite3.Row) -> Resources:
 
 
 def pending_tasks(cur: sqlite3.Cursor, limit: int = 100_000) -> list[PendingTask]:
-    return [
-        PendingTask(
-            task_id=r["task_id"],
-            job_id=r["job_id"],
-            version=r["version"],
-            pending_reason=r["pending_reason"],
-            user=r["user"],
-            priority=PriorityBand(r["priority"]),
-            depth=r["depth"],
-            root_submitted_at=r["root_submitted_at"],
-            submitted_at=r["submitted_at"],
-            group_by=r["group_by"],
-            resources=_resources(r),
-            spec_json=r["spec_json"],
-        )
-        for r in cur.execute(
-            "SELECT t.task_id, t.job_id, t.version, t.pending_reason, j.user, j.priority, j.depth,"
-            " j.root_submitted_at, j.submitted_at, j.group_by, j.cpu_millicores, j.memory_bytes, j.disk_bytes,"
-            " j.device_type, j.device_variant, j.device_count, j.spec_json"
-            " FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' LIMIT ?",
-            (limit,),
-        )
-    ]
+    """Every PENDING task with its job's scheduling fields (shared per job: one Resources each)."""
+    per_job: dict[str, tuple[PriorityBand, Resources]] = {}
+    out = []
+    for r in cur.execute(
+        "SELECT t.task_id, t.job_id, t.version, t.pending_reason, j.user, j.priority, j.depth,"
+        " j.root_submitted_at, j.submitted_at, j.group_by, j.cpu_millicores, j.memory_bytes, j.disk_bytes,"
+        " j.device_type, j.device_variant, j.device_count, j.spec_json"
+        " FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' LIMIT ?",
+        (limit,),
+    ):
+        job = per_job.get(r[1])
+        if job is None:
+            job = per_job[r[1]] = (PriorityBand(r[5]), Resources(r[10], r[11], r[12], r[13], r[14], r[15]))
+        out.append(PendingTask(r[0], r[1], r[2], r[3], r[4], job[0], r[6], r[7], r[8], r[9], job[1], r[16]))
+    return out
 
 
 def worker_usage(cur: sqlite3.Cursor) -> list[AttemptUsage]:
