@@ -162,6 +162,11 @@ def test_autoscaler_actions_are_counted(tmp_path: Path) -> None:
             what="the slice_ready action to be counted",
         )
         assert value(samples, "iris_autoscaler_actions_total", group="small", action="scale_up") == 1
-        assert value(samples, "iris_workers", status="HEALTHY") == 1
+        # The slice is READY once its worker registered; the worker counts healthy from its first
+        # reconcile, which may come a round later.
+        wait_until(
+            lambda: value(scrape(lc.url), "iris_workers", status="HEALTHY") == 1,
+            what="the slice's worker to be counted healthy",
+        )
         again = scrape(lc.url)  # counted once, however often it is scraped
         assert value(again, "iris_autoscaler_actions_total", group="small", action="scale_up") == 1
