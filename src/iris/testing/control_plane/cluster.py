@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -82,8 +83,7 @@ class ControlPlane:
         pki = self.run_dir / "pki"
         return httpx.Client(
             base_url=self.server_url,
-            verify=str(self.ca_cert),
-            cert=(str(pki / "admin.crt"), str(pki / "admin.key")),
+            verify=tls_context(self.ca_cert, pki / "admin.crt", pki / "admin.key"),
             timeout=timeout,
         )
 
@@ -130,6 +130,14 @@ class ControlPlane:
             stop_group(self.pids[name], grace=10.0)
         if self.owns_run_dir:
             shutil.rmtree(self.run_dir, ignore_errors=True)
+
+
+def tls_context(ca: Path, cert: Path | None = None, key: Path | None = None) -> ssl.SSLContext:
+    """Verify against ``ca``; present ``cert``/``key`` (httpx's ``cert=`` argument is not used)."""
+    context = ssl.create_default_context(cafile=str(ca))
+    if cert is not None and key is not None:
+        context.load_cert_chain(str(cert), str(key))
+    return context
 
 
 def kubectl_path() -> str:
@@ -290,8 +298,7 @@ class _Starter:
         )
         self.client = httpx.Client(
             base_url=self.server_url,
-            verify=str(pki.ca.cert),
-            cert=(str(pki.admin.cert), str(pki.admin.key)),
+            verify=tls_context(pki.ca.cert, pki.admin.cert, pki.admin.key),
             timeout=30,
         )
         self._wait(lambda: self.client.get("/readyz").text == "ok", "kube-apiserver /readyz")
@@ -321,9 +328,10 @@ class _Starter:
 
         def established() -> bool:
             for name in names:
-                crd = self.client.get(
-                    f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
-                ).json()
+                response = self.client.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+                if response.status_code != 200:
+                    raise RuntimeError(f"CRD {name}: {response.status_code} {response.text[:300]}")
+                crd = response.json()
                 conditions = {
                     c["type"]: c["status"] for c in (crd.get("status") or {}).get("conditions") or []
                 }

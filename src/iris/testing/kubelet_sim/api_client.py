@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import ssl
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,7 +53,14 @@ class KubeClient:
             cert = (user["client-certificate"], user["client-key"])
         headers = {"Authorization": f"Bearer {user['token']}"} if "token" in user else {}
         self.server = cluster["server"].rstrip("/")
-        self._client_args: dict[str, Any] = {"verify": verify, "cert": cert, "headers": headers}
+        context = (
+            ssl.create_default_context(cafile=verify)
+            if isinstance(verify, str)
+            else ssl.create_default_context()
+        )
+        if cert is not None:
+            context.load_cert_chain(*cert)
+        self._client_args: dict[str, Any] = {"verify": context, "headers": headers}
         self.http = httpx.Client(base_url=self.server, timeout=timeout, **self._client_args)
 
     def close(self) -> None:

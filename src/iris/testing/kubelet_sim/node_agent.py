@@ -455,6 +455,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--work-dir", required=True, type=Path)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     client = KubeClient(args.kubeconfig)
     agent = NodeAgent(
         client,
