@@ -20,9 +20,17 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--grace", type=float, default=3.0, help="controller's worker grace, seconds")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=3600.0,
+        help="seconds to wait; tasks unfinished by then count as lost",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="iris-chaos-") as tmp:
-        report = run_chaos(Path(tmp), tasks=args.tasks, seed=args.seed, worker_grace_s=args.grace)
+        report = run_chaos(
+            Path(tmp), tasks=args.tasks, seed=args.seed, worker_grace_s=args.grace, timeout_s=args.timeout
+        )
     row = report.row(f"chaos seed {args.seed}")
     print("| " + " | ".join(row) + " |")
     print("| " + " | ".join(row.values()) + " |")
