@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import wait_until
 
 from iris.testing.control_plane import ControlPlane
+from iris.testing.control_plane.cluster import tls_context
 
 pytestmark = pytest.mark.real_k8s
 
@@ -133,7 +134,9 @@ def test_kueue_admits_a_queued_pod(real_control_plane: ControlPlane) -> None:
 def test_controller_token_is_limited_by_rbac(real_control_plane: ControlPlane) -> None:
     cp = real_control_plane
     headers = {"Authorization": f"Bearer {cp.controller_token}"}
-    with httpx.Client(base_url=cp.server_url, verify=str(cp.ca_cert), headers=headers, timeout=30) as client:
+    with httpx.Client(
+        base_url=cp.server_url, verify=tls_context(cp.ca_cert), headers=headers, timeout=30
+    ) as client:
         assert client.get(f"/api/v1/namespaces/{cp.namespace}/pods").status_code == 200
         assert client.get("/api/v1/namespaces/kube-system/pods").status_code == 403
         assert client.get("/api/v1/namespaces/kube-system/secrets").status_code == 403
