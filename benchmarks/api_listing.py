@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,9 +24,24 @@ from report import Report, add_common_args, at_most, percentile
 from iris.client import LocalCluster
 from iris.cluster.controller import store
 from iris.cluster.controller.db import ControllerDB
+from iris.cluster.controller.effects import Change, Effects, InsertJob
 from iris.rpc.models import Entrypoint, JobSpec, ResourceSpec
 
 USERS = [f"user{i}" for i in range(7)]
+
+
+def insert_job(cur: sqlite3.Cursor, job_id: str, spec: JobSpec, user: str, now: float) -> None:
+    """Store a job the way a submission does: one InsertJob change through the guarded commit."""
+    job = InsertJob(
+        job_id=job_id,
+        spec=spec,
+        user=user,
+        parent_job_id=None,
+        root_job_id=job_id,
+        depth=1,
+        root_submitted_at=now,
+    )
+    store.commit(cur, Effects(changes=(Change(writes=(job,)),)), now)
 
 
 def populate(state_dir: Path, jobs: int, big_tasks: int, pending: int) -> None:
@@ -41,17 +57,7 @@ def populate(state_dir: Path, jobs: int, big_tasks: int, pending: int) -> None:
                 user=user,
             )
             job_id = f"/{user}/bulk-{i:06d}"
-            store.insert_job(
-                cur,
-                job_id=job_id,
-                spec=spec,
-                user=user,
-                parent_job_id=None,
-                root_job_id=job_id,
-                depth=1,
-                now=now + i,
-                root_submitted_at=now + i,
-            )
+            insert_job(cur, job_id, spec, user, now + i)
         big = JobSpec(
             name="big",
             entrypoint=Entrypoint.from_command("true"),
@@ -59,17 +65,7 @@ def populate(state_dir: Path, jobs: int, big_tasks: int, pending: int) -> None:
             resources=ResourceSpec(cpu="0.1", memory="16MB"),
             user="user0",
         )
-        store.insert_job(
-            cur,
-            job_id="/user0/big",
-            spec=big,
-            user="user0",
-            parent_job_id=None,
-            root_job_id="/user0/big",
-            depth=1,
-            now=now,
-            root_submitted_at=now,
-        )
+        insert_job(cur, "/user0/big", big, "user0", now)
         finished = "job_id NOT IN (SELECT job_id FROM jobs ORDER BY submitted_at DESC LIMIT ?)"
         cur.execute(
             f"UPDATE jobs SET state = 'SUCCEEDED', finished_at = submitted_at + 1 WHERE {finished}",
