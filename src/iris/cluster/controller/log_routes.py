@@ -65,7 +65,9 @@ def attempt_done(row: Any, meta: AttemptLog | None, now: float) -> bool:
     if TaskState(row["state"]) not in TERMINAL_TASK_STATES:
         return False
     finished = row["finished_at"]
-    return row["worker_address"] is None or finished is None or now - finished > SHIPPING_GRACE_S
+    # A pod's log is copied by the controller's collector, which marks it final; until then (or the
+    # grace) a follower keeps reading, as it does for a worker still shipping its last lines.
+    return finished is None or now - finished > SHIPPING_GRACE_S
 
 
 def settle(controller: Any, logs: LogStore, attempts: list[tuple[str, str]], budget_s: float = 2.0) -> None:
