@@ -293,12 +293,8 @@ def test_every_pod_maps_to_a_reportable_state(
 @pytest.mark.parametrize("reason", ["WorkloadEvictedDueToPreempted", "WorkloadEvictedDueToDeactivated"])
 def test_kueue_stopping_a_pod_spends_the_preemption_budget_only(reason: str) -> None:
     """Whatever Kueue's reason, the attempt it stopped is retried on the preemption budget."""
-    from iris.cluster.controller.task_state import (
-        AttemptSnapshot,
-        Observation,
-        TaskSnapshot,
-        apply_observation,
-    )
+    from iris.cluster.controller.task_state import AttemptSnapshot, TaskSnapshot, apply_observation
+    from iris.rpc.models import AttemptObservation
 
     pod = make_pod(
         phase="Failed",
@@ -309,7 +305,9 @@ def test_kueue_stopping_a_pod_spends_the_preemption_budget_only(reason: str) -> 
     obs = observe(pod)
     task = TaskSnapshot("/a/j/0", TaskState.RUNNING, "u1", max_retries_failure=0, max_retries_preemption=3)
     attempt = AttemptSnapshot("u1", "/a/j/0", TaskState.RUNNING)
-    moved = apply_observation(task, attempt, Observation(state=obs.state, error=obs.error), now=T0 + 20)
+    moved = apply_observation(
+        task, attempt, AttemptObservation(attempt_uid="u1", state=obs.state, error=obs.error), now=T0 + 20
+    )
     assert moved.task.state is TaskState.PENDING  # retried, although no failure retry is allowed
     assert moved.task.failure_count == 0 and moved.task.preemption_count == 1
     assert not moved.failed_attempt
