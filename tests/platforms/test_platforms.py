@@ -154,7 +154,8 @@ def test_local_slice_runs_real_worker_daemons(local: LocalPlatform, tmp_path: Pa
         assert httpx.get(f"http://{address}/healthz", timeout=5).status_code == 200
 
     slice_dir = tmp_path / "state" / "slices" / "cpu-1"
-    procs = _processes_of(slice_dir)
+    # Each worker daemon has a watchdog process beside it; count the daemons themselves.
+    procs = [p for p in _processes_of(slice_dir) if "--slice-id" in p.cmdline()]
     assert len(procs) == 2
     cmdline = procs[0].cmdline()
     for flag in ("--controller", url, "--slice-id", "cpu-1", "--scale-group", "cpu", "--cpu", "1"):
