@@ -186,7 +186,21 @@ class Journey:
             if last:
                 return last
             time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
+        raise AssertionError(
+            f"timed out after {timeout}s waiting for {what} (last: {last!r})\n{self.attempt_history()}"
+        )
+
+    def attempt_history(self) -> str:
+        """Every attempt of every job, one line each: what a timed-out step's reader needs first."""
+        lines = []
+        for summary in self.client.list_jobs(limit=1000).jobs:
+            for task in self.client.job(summary.job_id).detail().tasks:
+                for a in task.attempts:
+                    lines.append(
+                        f"{task.task_id} attempt {a.attempt_number} on {a.worker_id}: {a.state.value}"
+                        f" exit={a.exit_code} error={a.error!r} message={a.message!r}"
+                    )
+        return "\n".join(lines)
 
 
 # Task 0 of a 2-task gang fails on its first attempt while task 1 still runs: the gang must bounce as one.
@@ -263,7 +277,7 @@ def journey_cluster(
         worker_memory="4GB",
         worker_attributes=attributes,
         tick_s=0.5,
-        worker_grace_s=3.0,
+        worker_grace_s=8.0,  # fence after 4 s: a loaded machine may miss a round or two
         **k8s_args,
     )
     cluster.start()

@@ -68,6 +68,8 @@ class ControllerStub:
     nudge_delay_s: float = 0.0
     # The fencing grace this controller advises its workers.
     fence_after_s: float | None = None
+    # A slow first answer: each registration waits this long (longer than a short fencing grace).
+    register_delay_s: float = 0.0
     max_concurrent_nudges: int = 0
 
     def __post_init__(self) -> None:
@@ -84,6 +86,7 @@ class ControllerStub:
 
         @app.post("/api/v1/workers/register")
         def register(request: RegisterRequest) -> RegisterResponse:
+            time.sleep(self.register_delay_s)
             self.registrations.append(request)
             known.add(request.worker_id)
             return RegisterResponse(

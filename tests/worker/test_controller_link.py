@@ -65,3 +65,21 @@ def test_silence_from_the_controller_leads_to_registering_again(stub: Controller
         wait_until(lambda: len(stub.registrations) >= 3, timeout=5, what="repeated registrations")
     finally:
         link.stop()
+
+
+def test_the_fencing_clock_starts_at_the_first_registration_not_at_start_up() -> None:
+    """A worker whose registration takes longer than the fencing grace must not count that time
+    as silence: its first attempt would be fenced (by the watchdog) the moment it started."""
+    slow = ControllerStub(fence_after_s=0.5, register_delay_s=1.5).start()
+    link = ControllerLink(slow.url, "w-link", request, reregister_after_s=60)
+    reached: list[float] = []
+    link.on_reached = lambda: reached.append(link.since_reconciled())
+    link.start()
+    try:
+        wait_until(lambda: link.advised_fence_s is not None, timeout=10, what="the advised grace")
+        assert link.since_reconciled() < 0.5
+        link.reached()  # a reconcile arriving tells the heartbeat at once, before it starts anything
+        assert len(reached) == 1 and reached[0] < 0.1
+    finally:
+        link.stop()
+        slow.stop()

@@ -91,6 +91,26 @@ def test_steady_reconciles_keep_attempts_alive(tmp_path: Path) -> None:
         stub.stop()
 
 
+def test_a_worker_registered_later_than_its_grace_keeps_its_first_attempt(tmp_path: Path) -> None:
+    """The grace runs from the first registration, and a reconcile marks contact (and the watchdog's
+    heartbeat) before it starts anything: a slow registration must not fence the first attempt."""
+    stub = ControllerStub(fence_after_s=1.0, register_delay_s=2.5).start()
+    proc = start_worker(tmp_path, stub.url, "--reregister-after", "60")
+    try:
+        wait_until(lambda: stub.registrations, timeout=15, what="registration")
+        proc.reconcile([run("f1", "sleep", "100")])
+        pid = leader(proc, "f1")
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            assert alive(pid), "the first attempt was fenced"
+            proc.reconcile([DesiredAttempt(attempt_uid="f1", intent="run")])
+            time.sleep(0.2)
+        assert "fenced" not in log_text(proc, "f1")
+    finally:
+        proc.stop()
+        stub.stop()
+
+
 def test_sigstopped_worker_has_its_attempts_killed_while_it_is_stopped(tmp_path: Path) -> None:
     stub = ControllerStub(fence_after_s=1.5).start()
     proc = start_worker(tmp_path, stub.url, "--reregister-after", "60")

@@ -50,6 +50,8 @@ class ControllerLink:
         # Only a reconcile proves the controller can reach us (a registration does not).
         self._last_reconciled = time.monotonic()
         self.advised_fence_s: float | None = None
+        # Told (synchronously) whenever a reconcile marks contact: the worker rewrites its heartbeat.
+        self.on_reached: Callable[[], None] | None = None
         # Attempt state changes are numbered; a reconcile answer covers every change numbered before it.
         self._change_seq = 0
         self._reported_seq = 0
@@ -85,10 +87,21 @@ class ControllerLink:
         with self._lock:
             return time.monotonic() - self._last_reconciled
 
+    def reached(self) -> None:
+        """An authenticated reconcile has arrived: the controller can reach us now. Marked before
+        the reconcile starts anything, so a fence check (or the watchdog, through ``on_reached``)
+        running beside the reconcile never sees the previous, older mark with a fresh attempt."""
+        with self._lock:
+            self._last_contact = self._last_reconciled = time.monotonic()
+        if self.on_reached is not None:
+            self.on_reached()
+
     def reconciled(self, covered_seq: int) -> None:
         with self._lock:
             self._last_contact = self._last_reconciled = time.monotonic()
             self._reported_seq = max(self._reported_seq, covered_seq)
+        if self.on_reached is not None:
+            self.on_reached()
 
     # ------------------------------------------------------------------ registration
 
@@ -148,6 +161,11 @@ class ControllerLink:
                 self._verifier.set_secret(bytes.fromhex(response.rpc_secret))
         with self._lock:
             self._last_contact = time.monotonic()
+            if self.registrations == 0:
+                # The fencing grace runs from the first registration, not from the worker's start
+                # (its start-up checks may take longer than a short grace). Later registrations do
+                # not reset it: a worker that can register but is not reconciled must still fence.
+                self._last_reconciled = self._last_contact
         self.advised_fence_s = response.fence_after_s
         self.registrations += 1
         logger.info("registered with %s as %s", self._base, self._worker_id)

@@ -221,6 +221,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         configured_grace_s=config.fence_after_s,
         heartbeat=heartbeat.beat,
     )
+    link.on_reached = fence.check  # rewrites the heartbeat before a reconcile starts anything
     watchdog = start_watchdog(state_dir, worker_id)
     health = HealthCache(state_dir, runtime.running_count)
     service = WorkerService(worker_id, runtime, health, link)

@@ -51,6 +51,8 @@ class WorkerService:
             raise FailedPrecondition(
                 f"this is worker {self.worker_id}, not {request.worker_id}: the address now belongs to another worker"
             )
+        if self._link is not None:
+            self._link.reached()
         with self._lock:
             local_terminal = self._runtime.terminal_by_uid()
             self._killed_zombies &= {uid for uid, terminal in local_terminal.items() if not terminal}
