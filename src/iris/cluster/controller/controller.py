@@ -231,6 +231,11 @@ class Controller:
             self.backend.close()
         self.logs.close()
 
+    @property
+    def pod_logs(self) -> PodLogCollector | None:
+        """The collector that copies pods' logs into the log store (KUBERNETES only)."""
+        return self._pod_logs
+
     def wake(self) -> None:
         self._wake.set()
 

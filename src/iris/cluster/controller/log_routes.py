@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -34,6 +34,9 @@ from iris.rpc.log_models import (
     TaskSummary,
 )
 from iris.rpc.models import JobDetail, LogLine, LogsResponse
+
+if TYPE_CHECKING:
+    from iris.cluster.controller.controller import Controller
 
 # The whole push body: the lines themselves, JSON-escaped, plus the envelope.
 MAX_PUSH_BODY = 3 * MAX_PUSH_BYTES
@@ -70,13 +73,15 @@ def attempt_done(row: Any, meta: AttemptLog | None, now: float) -> bool:
     return finished is None or now - finished > SHIPPING_GRACE_S
 
 
-def settle(controller: Any, logs: LogStore, attempts: list[tuple[str, str]], budget_s: float = 2.0) -> None:
+def settle(
+    controller: Controller, logs: LogStore, attempts: list[tuple[str, str]], budget_s: float = 2.0
+) -> None:
     """Make a read as fresh as the machine's own log: on Kubernetes copy the pods' logs now; on
     workers wait (briefly) for the last lines of attempts that have just ended."""
     attempts = [(uid, task_id) for uid, task_id in attempts if not _final(logs, uid)]
     if not attempts:
         return
-    collector = getattr(controller, "_pod_logs", None)
+    collector = controller.pod_logs
     if collector is not None:
         collector.refresh(attempts)
         return
@@ -113,9 +118,9 @@ def log_tail_text(logs: LogStore, attempt_uid: str, n: int = TAIL_LINES) -> list
     return [str(entry.get("line", "")) for _, entry in rows]
 
 
-def attach_failures(controller: Any, detail: JobDetail) -> JobDetail:
+def attach_failures(controller: Controller, detail: JobDetail) -> JobDetail:
     """Fill ``failure`` of every task that ended badly (kind, numbers, exception, log tail)."""
-    logs: LogStore | None = getattr(controller, "logs", None)
+    logs: LogStore | None = controller.logs
     failed = [t for t in detail.tasks if t.state in FAILED_STATES][:MAX_DIAGNOSED]
     if not failed:
         return detail
@@ -148,8 +153,8 @@ def attach_failures(controller: Any, detail: JobDetail) -> JobDetail:
     return detail
 
 
-def job_summary(controller: Any, detail: JobDetail) -> JobSummary:
-    logs: LogStore | None = getattr(controller, "logs", None)
+def job_summary(controller: Controller, detail: JobDetail) -> JobSummary:
+    logs: LogStore | None = controller.logs
     detail = attach_failures(controller, detail)
     uids = [t.current_attempt_uid for t in detail.tasks if t.current_attempt_uid]
     usage = logs.usage(uids) if logs is not None else {}
@@ -196,7 +201,7 @@ def _parse_attempt(value: str | None) -> int | Literal["all"] | None:
 
 def add_log_routes(
     app: FastAPI,
-    controller: Any,
+    controller: Controller,
     *,
     who: Callable[[], Principal],
     owned_job: Callable[[str], str],
