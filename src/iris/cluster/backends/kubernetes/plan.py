@@ -8,7 +8,7 @@ already being deleted are never deleted again, and nothing is ever patched.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from iris.cluster.backends.kubernetes.naming import ANNOTATION_ATTEMPT_UID, LABEL_ATTEMPT_UID
@@ -62,16 +62,8 @@ def is_deleting(pod: dict[str, Any]) -> bool:
 
 
 def to_observation(attempt_uid: str, obs: PodObservation) -> AttemptObservation:
-    return AttemptObservation(
-        attempt_uid=attempt_uid,
-        state=obs.state,
-        exit_code=obs.exit_code,
-        error=obs.error,
-        started_at=obs.started_at,
-        finished_at=obs.finished_at,
-        runtime_released=obs.runtime_released,
-        message=obs.message,
-    )
+    """The one observation type: a pod's reading is an ``AttemptObservation`` without its uid."""
+    return AttemptObservation(attempt_uid=attempt_uid, **asdict(obs))
 
 
 def stopped_state(reason: StopReason | None) -> TaskState:

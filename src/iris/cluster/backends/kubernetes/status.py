@@ -65,7 +65,8 @@ _STANDARD_CONDITIONS = frozenset(
 
 @dataclass(frozen=True)
 class PodObservation:
-    """What one pod says about its attempt."""
+    """What one pod says about its attempt: the fields of ``AttemptObservation`` but its uid
+    (``plan.to_observation`` adds it; the names must stay the same)."""
 
     state: TaskState
     message: str | None = None
