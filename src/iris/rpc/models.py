@@ -479,6 +479,7 @@ class RunSpec(WireModel):
     # Job-level facts a backend may need to place the attempt (the Kubernetes backend does).
     priority: PriorityBand = PriorityBand.INTERACTIVE
     constraints: list[Constraint] = Field(default_factory=list)
+    preferences: list[Constraint] = Field(default_factory=list)
     replicas: int = 1
     coscheduling: CoschedulingConfig | None = None
     # Gang members dispatched together share a generation and know how many they are.

@@ -216,6 +216,41 @@ def test_constraints_become_node_selector_and_affinity() -> None:
     ]
 
 
+def test_preferences_become_equally_weighted_preferred_node_affinity() -> None:
+    """--prefer ranks nodes (the kube-scheduler scores each term met), never requires one."""
+    spec = build(
+        run_spec(
+            constraints=[Constraint(key="pool", value="a")],
+            preferences=[
+                Constraint(key="topology.kubernetes.io/zone", value="us-east1-b"),
+                Constraint(key="gen", op="GE", value="4"),
+            ],
+        )
+    )["spec"]
+    affinity = spec["affinity"]["nodeAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in affinity
+    assert affinity["preferredDuringSchedulingIgnoredDuringExecution"] == [
+        {
+            "weight": 10,
+            "preference": {
+                "matchExpressions": [
+                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["us-east1-b"]}
+                ]
+            },
+        },
+        {
+            "weight": 10,
+            "preference": {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["3"]}]},
+        },
+    ]
+    assert spec["nodeSelector"] == {"pool": "a"}
+
+
+def test_a_preference_that_is_not_a_node_label_is_a_spec_error() -> None:
+    with pytest.raises(PodSpecError, match="not a valid Kubernetes node label key"):
+        build(run_spec(preferences=[Constraint(key="bad key!", value="x")]))
+
+
 def test_only_eq_constraints_means_no_affinity() -> None:
     spec = build(run_spec(constraints=[Constraint(key="pool", value="a")]))["spec"]
     assert "affinity" not in spec

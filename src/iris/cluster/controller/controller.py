@@ -855,6 +855,7 @@ class Controller:
             bundle_id=spec.bundle_id,
             priority=spec.priority,
             constraints=spec.constraints,
+            preferences=spec.preferences,
             replicas=spec.replicas,
             coscheduling=spec.coscheduling,
             user=JobName.parse(a.job_id).user,

@@ -46,6 +46,7 @@ CALLABLE_ENV = "IRIS_CALLABLE_B64"
 # A pod is one etcd object (about 1.5 MiB at most, with everything else in it): a small pickle
 # rides inline in an env var, a larger one is fetched from the controller when the task starts.
 CALLABLE_INLINE_MAX = 64 * 1024
+PREFERENCE_WEIGHT = 10  # every preferred term weighs the same (range 1-100)
 # The callable runner reads its pickle from a file; this bootstrap writes it out first.
 CALLABLE_BOOTSTRAP = """\
 import base64, os, sys, tempfile, urllib.parse, urllib.request
@@ -154,14 +155,15 @@ def build_pod(
         pod_spec["nodeSelector"] = node_selector
     if tolerations:
         pod_spec["tolerations"] = tolerations
+    node_affinity: dict[str, Any] = {}
     if match_expressions:
-        pod_spec["affinity"] = {
-            "nodeAffinity": {
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": match_expressions}]
-                }
-            }
+        node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": [{"matchExpressions": match_expressions}]
         }
+    if spec.preferences:
+        node_affinity["preferredDuringSchedulingIgnoredDuringExecution"] = preferred_terms(spec.preferences)
+    if node_affinity:
+        pod_spec["affinity"] = {"nodeAffinity": node_affinity}
 
     container: dict[str, Any] = {
         "name": TASK_CONTAINER,
@@ -323,6 +325,17 @@ def node_placement(constraints: list[Constraint]) -> tuple[dict[str, str], list[
             else:
                 expressions.append({"key": c.key, "operator": "Lt", "values": [str(number + 1)]})
     return selector, expressions
+
+
+def preferred_terms(preferences: list[Constraint]) -> list[dict[str, Any]]:
+    """Soft constraints as preferred node affinity, one equally weighted term each: the scheduler
+    ranks nodes by how many they meet, as the Iris scheduler ranks workers (never a requirement)."""
+    terms = []
+    for preference in preferences:
+        selector, expressions = node_placement([preference])
+        expressions += [{"key": k, "operator": "In", "values": [v]} for k, v in selector.items()]
+        terms.append({"weight": PREFERENCE_WEIGHT, "preference": {"matchExpressions": expressions}})
+    return terms
 
 
 def check_label_key(key: str) -> None:
