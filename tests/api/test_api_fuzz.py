@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from iris.client import LocalCluster
@@ -65,6 +65,21 @@ FUZZ = settings(
 
 @FUZZ
 @given(body=job_specs)
+# Found by this test in CI: cpu * 1000 overflowed to inf, and round(inf) answered 500.
+@example(
+    body={
+        "name": "",
+        "entrypoint": {"kind": "command", "argv": []},
+        "resources": {"cpu": 1.797693134862316e305},
+    }
+)
+@example(
+    body={
+        "name": "x",
+        "entrypoint": {"kind": "command", "argv": ["true"]},
+        "resources": {"memory": "9" * 400 + "GB"},
+    }
+)
 def test_submit_and_dry_run_never_5xx(api: httpx.Client, body: dict[str, object]) -> None:
     for path in ("/api/v1/dry-run", "/api/v1/jobs"):
         _assert_clean(api.post(path, content=json.dumps(body), headers={"content-type": "application/json"}))

@@ -25,6 +25,8 @@ _MEMORY_UNITS = {
     "ti": 1024**4,
     "tib": 1024**4,
 }
+# The largest cpu request a spec may carry (ResourceSpec bounds millicores the same way).
+MAX_CPU_CORES = 10_000
 _QUANTITY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*$")
 
 
@@ -41,7 +43,17 @@ def parse_bytes(value: int | float | str) -> int:
     match = _QUANTITY.match(str(value))
     if not match or match.group(2).lower() not in _MEMORY_UNITS:
         raise ValueError(f"not a size: {value!r} (use e.g. 512MB, 2GB, 1Gi)")
-    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
+    size = float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
+    if not math.isfinite(size):  # hundreds of digits: int(inf) would raise OverflowError
+        raise ValueError(f"size {value!r} is more than any machine has")
+    return int(size)
+
+
+def _millicores(cores: float, given: object) -> int:
+    # Bounded first: cores * 1000 of a huge float is inf, and round(inf) raises OverflowError.
+    if cores > MAX_CPU_CORES:
+        raise ValueError(f"cpu {given!r} is more than any machine has (at most {MAX_CPU_CORES:,} cores)")
+    return round(cores * 1000)
 
 
 def parse_cpu_millicores(value: int | float | str) -> int:
@@ -53,8 +65,9 @@ def parse_cpu_millicores(value: int | float | str) -> int:
             raise ValueError(f"not a cpu amount: {value!r} (cpu must be a finite number)")
         if value < 0:
             raise ValueError(f"cpu must not be negative: {value!r}")
-        return round(value * 1000)
+        return _millicores(value, value)
     text = str(value).strip()
+    cores: float | None = None
     try:
         if text.endswith("m"):
             millis = int(text[:-1])
@@ -62,9 +75,10 @@ def parse_cpu_millicores(value: int | float | str) -> int:
             cores = float(text)
             if not math.isfinite(cores):
                 raise ValueError(text)
-            millis = round(cores * 1000)
     except ValueError:
         raise ValueError(f"not a cpu amount: {value!r} (use e.g. 1, 0.5 or 500m)") from None
+    if cores is not None:
+        millis = _millicores(cores, value)
     if millis < 0:
         raise ValueError(f"cpu must not be negative: {value!r}")
     return millis

@@ -284,8 +284,18 @@ class SubprocessRuntime:
     def _start_admitted(self, attempt: _Attempt) -> None:
         assert attempt.spec is not None
         if self._preparer is not None and self._preparer.needed(attempt.spec):
+            # The attempt's dir and log exist before its build thread does: a stop that comes at
+            # once is still written to the attempt's log.
+            try:
+                work_dir = self._make_attempt_dir(attempt)
+            except Exception as exc:  # noqa: BLE001 - any start failure becomes a FAILED attempt
+                self._fail_start(attempt, exc)
+                self._notify(attempt.uid)
+                return
             name = f"iris-build-{attempt.uid}"
-            threading.Thread(target=self._prepare_and_launch, args=(attempt,), name=name, daemon=True).start()
+            threading.Thread(
+                target=self._prepare_and_launch, args=(attempt, work_dir), name=name, daemon=True
+            ).start()
             return
         with self._lock:
             if attempt.terminal:
@@ -298,7 +308,7 @@ class SubprocessRuntime:
             self._fail_start(attempt, exc)
         self._notify(attempt.uid)
 
-    def _prepare_and_launch(self, attempt: _Attempt) -> None:
+    def _prepare_and_launch(self, attempt: _Attempt, work_dir: Path) -> None:
         """BUILDING: let the preparer fill the work dir, then start (or end, if stopped meanwhile)."""
         assert self._preparer is not None and attempt.spec is not None
 
@@ -306,7 +316,6 @@ class SubprocessRuntime:
             return attempt.kill_reason is not None or self._closing
 
         try:
-            work_dir = self._make_attempt_dir(attempt)
             assert attempt.log is not None
             preparation = self._preparer.prepare(attempt.spec, work_dir, attempt.log.system, cancelled)
             with self._lock:
