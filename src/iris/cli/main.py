@@ -1029,6 +1029,16 @@ def _check_states(values: Sequence[str]) -> list[str]:
     return states
 
 
+watch_interval_option = click.option(
+    "--interval",
+    default=2.0,
+    show_default=True,
+    type=click.FloatRange(0.1, 3600),
+    metavar="SECONDS",
+    help="With --watch: seconds between refreshes.",
+)
+
+
 @job.command("list")
 @click.option(
     "--state",
@@ -1055,14 +1065,7 @@ def _check_states(values: Sequence[str]) -> list[str]:
 @click.option(
     "--offset", default=0, show_default=True, type=click.IntRange(min=0), help="Skip this many jobs."
 )
-@click.option(
-    "--interval",
-    default=2.0,
-    show_default=True,
-    type=click.FloatRange(0.1, 3600),
-    metavar="SECONDS",
-    help="With --watch: seconds between refreshes.",
-)
+@watch_interval_option
 @click.option("-w", "--watch", is_flag=True, help="Keep showing the list as it changes (Ctrl-C ends).")
 @output_option
 @click.pass_obj
@@ -1253,14 +1256,7 @@ def _status_view(detail: Any, attempts: bool) -> Any:
 @job.command("status")
 @click.argument("job_id", shell_complete=complete_job_id)
 @click.option("--attempts", is_flag=True, help="List every attempt of every task (as -o wide).")
-@click.option(
-    "--interval",
-    default=2.0,
-    show_default=True,
-    type=click.FloatRange(0.1, 3600),
-    metavar="SECONDS",
-    help="With --watch: seconds between refreshes.",
-)
+@watch_interval_option
 @click.option(
     "-w", "--watch", is_flag=True, help="Keep showing the job until it ends (Ctrl-C stops watching)."
 )
