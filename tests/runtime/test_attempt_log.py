@@ -7,7 +7,13 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from iris.cluster.runtime.attempt_log import MAX_LINE_BYTES, AttemptLogWriter, LineIndex, read_log_page
+from iris.cluster.runtime.attempt_log import (
+    MAX_LINE_BYTES,
+    AttemptLogWriter,
+    LineIndex,
+    read_log_page,
+    rotated_paths,
+)
 
 
 def lines_of(path: Path) -> list[tuple[str, str]]:
@@ -100,15 +106,21 @@ def test_line_index_pages_match_a_full_scan(
         assert indexed == plain
 
 
-def test_log_is_capped_and_says_so(tmp_path: Path) -> None:
-    log = AttemptLogWriter(tmp_path / "log.jsonl", max_bytes=10_000)
+def test_log_rotates_by_size_and_keeps_the_newest_output(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    log = AttemptLogWriter(path, max_bytes=10_000, files=5)
     for i in range(1000):
         log.feed("stdout", f"line {i:04d} with some padding to make it longer\n".encode())
     log.system("attempt SUCCEEDED, exit code 0")
     log.close()
-    data = (tmp_path / "log.jsonl").read_bytes()
-    assert len(data) < 10_000 + 1000
-    assert b"log limit of 10000 bytes reached" in data and data.count(b"log limit") == 1
-    assert data.rstrip().endswith(b'"attempt SUCCEEDED, exit code 0"}')
-    assert b"line 0000" in data and b"line 0999" not in data
-    assert log.dropped_bytes > 0
+    files = rotated_paths(path, 5)
+    assert [f.name for f in files] == [f"log.jsonl.{k}" for k in (4, 3, 2, 1)] + ["log.jsonl"]
+    assert all(f.exists() for f in files)
+    assert all(f.stat().st_size <= 2_000 for f in files)  # 10,000 bytes over 5 files
+    assert sum(f.stat().st_size for f in files) <= 10_000
+    kept = [line for f in files for _, line in lines_of(f)]
+    # The end survives (where the error is); the start was dropped; what is kept is contiguous.
+    assert kept[-2:] == ["line 0999 with some padding to make it longer", "attempt SUCCEEDED, exit code 0"]
+    numbers = [int(line.split()[1]) for line in kept[:-1]]
+    assert numbers == list(range(numbers[0], 1000)) and numbers[0] > 0
+    assert log.rotations > 4

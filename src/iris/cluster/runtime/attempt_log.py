@@ -1,9 +1,10 @@
-"""Per-attempt log: one JSON-lines file, ``{"ts", "stream", "line"}`` per line, paged by line offset."""
+"""Per-attempt log: JSON-lines files, ``{"ts", "stream", "line"}`` per line, rotated by size, paged by line offset."""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -17,25 +18,35 @@ Stream = Literal["stdout", "stderr", "system"]
 # A line longer than this is cut into several log lines (a process printing without newlines
 # must not grow the worker's memory without bound).
 MAX_LINE_BYTES = 64 * 1024
-# What kubelet keeps of a container's log (10 MiB x 5 files). Past it the task's output is dropped
-# (with one line saying so); the worker's own lines about the attempt still go in.
+# What the worker keeps of one attempt's log, as kubelet keeps a container's: files of
+# ``max_bytes / LOG_FILES`` (10 MiB), the oldest dropped when a sixth would start. The newest
+# output, where the error is, always survives; the log shipper has normally sent the rotated files
+# to the controller's log store long before they are dropped.
 DEFAULT_MAX_LOG_BYTES = 50 * 1024 * 1024
-_SYSTEM_MARGIN_BYTES = 64 * 1024
+LOG_FILES = 5
 
 
-def _encode(ts: float, stream: str, text: str) -> bytes:
+def encode_line(ts: float, stream: str, text: str) -> bytes:
+    """One stored log line: ``{"ts","stream","line"}`` with ``ts`` first (readers rely on it)."""
     return b'{"ts":%.6f,"stream":"%s","line":%s}\n' % (ts, stream.encode(), json.dumps(text).encode())
+
+
+def rotated_paths(path: Path, files: int = LOG_FILES) -> list[Path]:
+    """A log's files, oldest first: ``log.jsonl.4`` ... ``log.jsonl.1``, then ``log.jsonl``."""
+    return [path.with_name(f"{path.name}.{k}") for k in range(files - 1, 0, -1)] + [path]
 
 
 class AttemptLogWriter:
     """Turns raw pipe chunks into timestamped lines. Thread-safe: output and system events interleave."""
 
-    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_LOG_BYTES) -> None:
+    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_LOG_BYTES, files: int = LOG_FILES) -> None:
         self.path = path
         self.max_bytes = max_bytes
+        self.files = max(1, files)
+        self.file_bytes = max(1, max_bytes // self.files)
         self._file = open(path, "ab")  # noqa: SIM115 - closed by close()
         self._written = self._file.tell()
-        self.dropped_bytes = 0
+        self.rotations = 0
         self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
         self._lock = threading.Lock()
         self._write_failed = False
@@ -51,7 +62,7 @@ class AttemptLogWriter:
                 rest = rest[MAX_LINE_BYTES:]
             self._partial[stream] = rest
             if out:
-                self._write_output(b"".join(out))
+                self._write(b"".join(out))
 
     def end_stream(self, stream: Stream) -> None:
         """The pipe closed: a last line without a newline still counts."""
@@ -59,26 +70,22 @@ class AttemptLogWriter:
             rest = self._partial.get(stream, b"")
             self._partial[stream] = b""
             if rest:
-                self._write_output(self._encode_line(time.time(), stream, rest))
+                self._write(self._encode_line(time.time(), stream, rest))
 
     def system(self, text: str) -> None:
         with self._lock:
-            if self._written < self.max_bytes + _SYSTEM_MARGIN_BYTES:
-                self._write(_encode(time.time(), "system", text))
+            self._write(encode_line(time.time(), "system", text))
 
-    def _write_output(self, data: bytes) -> None:
-        if self._written + len(data) <= self.max_bytes:
-            self._write(data)
-            return
-        if not self.dropped_bytes:
-            self._write(
-                _encode(
-                    time.time(),
-                    "system",
-                    f"log limit of {self.max_bytes} bytes reached: further output is dropped",
-                )
-            )
-        self.dropped_bytes += len(data)
+    def _rotate(self) -> None:
+        """``log.jsonl`` becomes ``log.jsonl.1`` (and so on down; the oldest file is dropped)."""
+        self._file.close()
+        paths = rotated_paths(self.path, self.files)
+        for older, newer in zip(paths, paths[1:], strict=False):
+            if newer.exists():
+                os.replace(newer, older)
+        self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
+        self._written = 0
+        self.rotations += 1
 
     def close(self) -> None:
         with self._lock:
@@ -89,12 +96,14 @@ class AttemptLogWriter:
     def _encode_line(ts: float, stream: str, raw: bytes) -> bytes:
         if raw.endswith(b"\r"):
             raw = raw[:-1]
-        return _encode(ts, stream, raw.decode("utf-8", errors="replace"))
+        return encode_line(ts, stream, raw.decode("utf-8", errors="replace"))
 
     def _write(self, data: bytes) -> None:
         if self._file.closed:
             return
         try:
+            if self._written and self._written + len(data) > self.file_bytes:
+                self._rotate()
             self._file.write(data)
             self._file.flush()
             self._written += len(data)

@@ -1,6 +1,6 @@
 """Ships every attempt's log to the controller's log store as it is written.
 
-The runtime writes each attempt's log to ``<state>/attempts/<uid>/log.jsonl``; this thread reads
+The runtime writes each attempt's log to ``<state>/attempts/<uid>/log.jsonl`` (rotated by size); this thread reads
 what is new and pushes it (several attempts per request, at most ``max_push_bytes`` each), one
 request in flight. The file is the buffer: a chatty task never waits for the controller, and a
 slow or absent controller only makes the next push larger (up to the bound) or later.
@@ -22,6 +22,7 @@ from pathlib import Path
 
 import httpx
 
+from iris.cluster.runtime.attempt_log import encode_line, rotated_paths
 from iris.rpc.log_models import AttemptUsage, LogChunk, LogPushRequest, LogPushResponse
 
 logger = logging.getLogger(__name__)
@@ -30,6 +31,10 @@ LOG_FILE = "log.jsonl"
 HTTP_TIMEOUT_S = 10.0
 _BACKOFF_MAX_S = 5.0
 _USAGE_EVERY_S = 2.0
+_HEAD_BYTES = 40
+ROTATED_AWAY = (
+    "output missing here: the worker's log rotation dropped it before it could be sent to the controller"
+)
 
 
 @dataclass(slots=True)
@@ -39,10 +44,18 @@ class _Cursor:
     next_line: int = 0
     byte_pos: int = 0
     inode: int = 0
+    # The first bytes of that file: with the inode, tell it from a newer file given a freed inode.
+    head: bytes = b""
     # Adopted from a previous run: ask the controller how far it got before sending.
     probe: bool = False
     ended: bool = False
     usage_sent_at: float = 0.0
+
+
+def _relocated(cursor: _Cursor) -> _Cursor:
+    """Forget which file the cursor is in (its next read starts a file from its first byte)."""
+    cursor.inode, cursor.head, cursor.byte_pos = 0, b"", 0
+    return cursor
 
 
 class LogShipper:
@@ -144,7 +157,7 @@ class LogShipper:
                 chunks.append(LogChunk(attempt_uid=cursor.uid, first_line=0, data=""))
                 sizes[cursor.uid] = (0, 0)
                 continue
-            data, lines, complete = self._read_new(cursor, budget) if budget > 0 else (b"", 0, False)
+            data, lines, used, complete = self._read_new(cursor, budget) if budget > 0 else (b"", 0, 0, False)
             if budget <= 0:
                 more = True
             usage = None
@@ -166,7 +179,7 @@ class LogShipper:
                     usage=usage,
                 )
             )
-            sizes[cursor.uid] = (lines, len(data))
+            sizes[cursor.uid] = (lines, used)
         if not chunks:
             return False
         answer = client.post(
@@ -208,8 +221,9 @@ class LogShipper:
                     continue
                 path = self._dir / uid / LOG_FILE
                 cursor = self._cursors[uid] = _Cursor(uid, path)
-            if ended:
-                cursor.ended = True
+            # The runtime's word wins over a guess: an attempt adopted from disk at start-up is
+            # taken as ended until the runtime says it still runs (its log then keeps growing).
+            cursor.ended = ended
 
     def _finish(self, cursor: _Cursor) -> None:
         self._cursors.pop(cursor.uid, None)
@@ -217,58 +231,109 @@ class LogShipper:
         if len(self._done) > 100_000:
             self._done.clear()  # the runtime forgets old attempts long before this
 
-    def _read_new(self, cursor: _Cursor, budget: int) -> tuple[bytes, int, bool]:
-        """(complete lines past the cursor, how many, whether that reaches the end of the file)."""
+    def _read_new(
+        self, cursor: _Cursor, budget: int, *, locate: bool = False
+    ) -> tuple[bytes, int, int, bool]:
+        """(lines to send, how many, file bytes they take, whether that reaches the end of the log).
+
+        The runtime rotates a long log (``log.jsonl`` -> ``log.jsonl.1`` ...): a rotated file the
+        cursor is in is read to its end before the next one. If it was dropped before it could be
+        sent (the controller was away that long), the log goes on from the oldest file left, after
+        one line saying output is missing.
+        """
         try:
             quick = os.stat(cursor.path)
         except FileNotFoundError:
-            return b"", 0, True
+            return b"", 0, 0, True
         if quick.st_ino == cursor.inode and quick.st_size == cursor.byte_pos:
-            return b"", 0, True  # nothing new (the common case: no need to open the file)
+            return b"", 0, 0, True  # nothing new (the common case: no need to open the file)
+        current = (
+            not locate and cursor.inode and quick.st_ino == cursor.inode and quick.st_size > cursor.byte_pos
+        )
+        path, lost = (cursor.path, False) if current else self._locate(cursor)
         try:
-            f = open(cursor.path, "rb")  # noqa: SIM115 - closed below
+            f = open(path, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
-            return b"", 0, True
+            return b"", 0, 0, False
         with f:
-            stat = os.fstat(f.fileno())
-            if cursor.inode and stat.st_ino != cursor.inode or stat.st_size < cursor.byte_pos:
-                # The runtime replaced the file (rotation): go on numbering from its start.
-                cursor.byte_pos = 0
-            cursor.inode = stat.st_ino
-            if stat.st_size <= cursor.byte_pos:
-                return b"", 0, True
-            f.seek(cursor.byte_pos)
-            data = f.read(min(budget, stat.st_size - cursor.byte_pos))
+            fd = f.fileno()
+            stat = os.fstat(fd)
+            if current and os.pread(fd, len(cursor.head), 0) != cursor.head:
+                # Not the file the cursor was in: a new one that got its (freed) inode number.
+                return self._read_new(cursor, budget, locate=True)
+            prefix = encode_line(time.time(), "system", ROTATED_AWAY) if lost else b""
+            if cursor.inode != stat.st_ino:
+                cursor.inode, cursor.head = stat.st_ino, b""
+            if len(cursor.head) < _HEAD_BYTES:
+                cursor.head = os.pread(fd, _HEAD_BYTES, 0)
+            data = b""
+            if stat.st_size > cursor.byte_pos:
+                data = os.pread(fd, min(budget, stat.st_size - cursor.byte_pos), cursor.byte_pos)
         cut = data.rfind(b"\n") + 1
-        reached_end = cursor.byte_pos + len(data) >= stat.st_size
-        if cut == 0:
-            # No complete line: a half-written one (wait), or one longer than the budget (impossible:
-            # the runtime cuts lines far shorter than a push).
-            return b"", 0, reached_end and not data
-        whole = cut == len(data)
         data = data[:cut]
-        return data, data.count(b"\n"), reached_end and whole
+        # A half-written last line (no newline yet) waits for the next cycle.
+        reached_end = path == cursor.path and cursor.byte_pos + cut >= stat.st_size
+        return prefix + data, prefix.count(b"\n") + data.count(b"\n"), len(data), reached_end
+
+    def _is_cursors_file(self, path: Path, cursor: _Cursor) -> int | None:
+        """The size of ``path`` if it is the file the cursor is in (inode and first bytes agree)."""
+        try:
+            with open(path, "rb") as f:
+                fd = f.fileno()
+                stat = os.fstat(fd)
+                if stat.st_ino != cursor.inode or os.pread(fd, len(cursor.head), 0) != cursor.head:
+                    return None
+                return stat.st_size
+        except FileNotFoundError:
+            return None
+
+    def _locate(self, cursor: _Cursor) -> tuple[Path, bool]:
+        """(the file to read next, whether output was dropped before it could be read)."""
+        files = rotated_paths(cursor.path)
+        if not cursor.inode:
+            return self._oldest_file(cursor), False  # a log first seen after it rotated: from its start
+        for k, path in enumerate(files):
+            size = self._is_cursors_file(path, cursor)
+            if size is None:
+                continue
+            if path == cursor.path or cursor.byte_pos < size:
+                return path, False
+            # Read to its end (a rotated file never grows): the next newer file, from its start.
+            newer = next((p for p in files[k + 1 :] if p.exists()), cursor.path)
+            _relocated(cursor)
+            return newer, False
+        _relocated(cursor)
+        return self._oldest_file(cursor), True
+
+    def _oldest_file(self, cursor: _Cursor) -> Path:
+        return next((path for path in rotated_paths(cursor.path) if path.exists()), cursor.path)
 
     def _seek(self, cursor: _Cursor, line: int) -> None:
-        """Put the cursor at line ``line`` of the file (counting from its start)."""
-        position = 0
+        """Put the cursor at line ``line`` of the log (counting from the start of its oldest file)."""
         number = 0
-        try:
-            with open(cursor.path, "rb") as f:
-                while number < line:
-                    block = f.read(1 << 20)
-                    if not block:
-                        break
-                    count = block.count(b"\n")
-                    if number + count < line:
-                        number += count
-                        position += len(block)
-                        continue
-                    index = -1
-                    for _ in range(line - number):
-                        index = block.index(b"\n", index + 1)
-                    position += index + 1
-                    number = line
-        except FileNotFoundError:
-            pass
-        cursor.next_line, cursor.byte_pos = number, position
+        files = [p for p in rotated_paths(cursor.path) if p.exists()] or [cursor.path]
+        for k, path in enumerate(files):
+            position = 0
+            try:
+                with open(path, "rb") as f:
+                    inode = os.fstat(f.fileno()).st_ino
+                    while number < line:
+                        block = f.read(1 << 20)
+                        if not block:
+                            break
+                        count = block.count(b"\n")
+                        if number + count < line:
+                            number += count
+                            position += len(block)
+                            continue
+                        index = -1
+                        for _ in range(line - number):
+                            index = block.index(b"\n", index + 1)
+                        position += index + 1
+                        number = line
+            except FileNotFoundError:
+                continue
+            if number >= line or k == len(files) - 1:
+                cursor.next_line, cursor.byte_pos, cursor.inode = number, position, inode
+                return
+        cursor.next_line, cursor.byte_pos, cursor.inode = number, 0, 0

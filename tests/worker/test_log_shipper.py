@@ -1,0 +1,163 @@
+"""The worker's log shipper against a real log store behind real HTTP: rotated logs arrive whole,
+in order, once; output rotated away while the controller was unreachable is marked, not hidden."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from iris.cluster.controller.logstore import LogStore
+from iris.cluster.runtime.attempt_log import AttemptLogWriter, rotated_paths
+from iris.cluster.worker.log_shipper import ROTATED_AWAY, LogShipper
+from iris.rpc.log_models import LogPushRequest
+
+UID = "a1b2c3"
+
+
+class StoreServer:
+    """``POST /api/v1/logs:push`` served by a LogStore; ``available = False`` answers 503."""
+
+    def __init__(self, root: Path) -> None:
+        self.store = LogStore(root)
+        self.available = True
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                if not server.available:
+                    self.send_response(503)
+                    self.send_header("content-length", "0")
+                    self.end_headers()
+                    return
+                answer = server.store.push(
+                    LogPushRequest.model_validate_json(body), lambda uid: ("/user/job/0", 0)
+                ).model_dump_json()
+                data = answer.encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.http.server_address[1]}"
+        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
+        self.thread.start()
+
+    def lines(self) -> list[str]:
+        return [json.loads(raw.raw)["line"] for raw in self.store.segment(UID).iter_all()]
+
+    def close(self) -> None:
+        self.http.shutdown()
+        self.http.server_close()
+        self.store.close()
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[StoreServer]:
+    s = StoreServer(tmp_path / "store")
+    yield s
+    s.close()
+
+
+def wait_until(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def shipper(server: StoreServer, attempts_dir: Path, ended: dict[str, bool]) -> LogShipper:
+    return LogShipper(
+        server.url, "w1", attempts_dir, lambda: dict(ended), interval_s=0.02, max_push_bytes=4096
+    )
+
+
+def write(log: AttemptLogWriter, first: int, count: int) -> None:
+    for i in range(first, first + count):
+        log.feed("stdout", f"line {i:05d} padded to be a little longer\n".encode())
+
+
+def test_a_log_that_rotated_before_it_was_shipped_arrives_whole_and_in_order(
+    server: StoreServer, tmp_path: Path
+) -> None:
+    attempts = tmp_path / "attempts"
+    (attempts / UID).mkdir(parents=True)
+    log = AttemptLogWriter(attempts / UID / "log.jsonl", max_bytes=40_000, files=5)
+    write(log, 0, 300)  # ~27 KB: four files, none dropped yet
+    assert log.rotations >= 3
+    ended = {UID: False}
+    s = shipper(server, attempts, ended)
+    s.start()
+    try:
+        write(log, 300, 50)  # more while it ships (still five files at most)
+        log.close()
+        ended[UID] = True
+        wait_until(lambda: s.backlog() == 0)
+    finally:
+        s.stop()
+    assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(350)]
+
+
+def test_output_rotated_away_while_the_controller_was_away_is_marked_and_the_rest_arrives(
+    server: StoreServer, tmp_path: Path
+) -> None:
+    attempts = tmp_path / "attempts"
+    (attempts / UID).mkdir(parents=True)
+    log = AttemptLogWriter(attempts / UID / "log.jsonl", max_bytes=20_000, files=5)
+    ended = {UID: False}
+    s = shipper(server, attempts, ended)
+    s.start()
+    try:
+        write(log, 0, 20)
+        wait_until(lambda: len(server.lines()) == 20)
+        server.available = False
+        write(log, 20, 2000)  # ~160 KB: eight times what the worker keeps
+        log.close()
+        ended[UID] = True
+        server.available = True
+        wait_until(lambda: s.backlog() == 0)
+    finally:
+        s.stop()
+    lines = server.lines()
+    assert lines[:20] == [f"line {i:05d} padded to be a little longer" for i in range(20)]
+    assert lines[20] == ROTATED_AWAY
+    rest = [int(line.split()[1]) for line in lines[21:]]
+    # What the worker still held: contiguous, up to the very last line, nothing twice.
+    assert rest == list(range(rest[0], 2020)) and rest[0] > 20
+    kept = sum(p.stat().st_size for p in rotated_paths(attempts / UID / "log.jsonl") if p.exists())
+    assert kept <= 20_000
+
+
+def test_a_restarted_shipper_resumes_a_rotated_log_where_the_store_stopped(
+    server: StoreServer, tmp_path: Path
+) -> None:
+    attempts = tmp_path / "attempts"
+    (attempts / UID).mkdir(parents=True)
+    log = AttemptLogWriter(attempts / UID / "log.jsonl", max_bytes=60_000, files=5)
+    ended = {UID: False}
+    first = shipper(server, attempts, ended)
+    first.start()
+    write(log, 0, 100)
+    wait_until(lambda: len(server.lines()) == 100)
+    first.stop()
+    write(log, 100, 300)  # rotates while no shipper runs
+    log.close()
+    assert log.rotations >= 2
+    second = shipper(server, attempts, {})  # a new daemon adopts what is on disk
+    second.start()
+    try:
+        wait_until(lambda: second.backlog() == 0)
+    finally:
+        second.stop()
+    assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(400)]
