@@ -191,8 +191,16 @@ class LocalCluster:
         return ["--kubeconfig", str(info["kubeconfig"]), "--namespace", str(info["namespace"])]
 
     def add_worker(
-        self, index: int | None = None, *, wait: bool = True, attributes: dict[str, str] | None = None
+        self,
+        index: int | None = None,
+        *,
+        wait: bool = True,
+        attributes: dict[str, str] | None = None,
+        host: str | None = None,
+        launcher: list[str] | None = None,
     ) -> _Child:
+        """Start worker daemon ``index``; ``host`` is the address it serves on (default: the
+        controller's), ``launcher`` a command prefix it runs under (``ip netns exec NAME``)."""
         index = len(self.workers) if index is None else index
         worker_id = f"worker-{index}"
         wdir = self.state_dir / "workers" / worker_id
@@ -200,8 +208,8 @@ class LocalCluster:
         wdir.mkdir(parents=True, exist_ok=True)
         ready.unlink(missing_ok=True)
         argv = [
-            sys.executable, "-m", "iris.cluster.worker",
-            "--controller", self.url, "--host", self.host, "--worker-id", worker_id,
+            *(launcher or []), sys.executable, "-m", "iris.cluster.worker",
+            "--controller", self.url, "--host", host or self.host, "--worker-id", worker_id,
             "--state-dir", str(wdir), "--ready-file", str(ready),
         ]  # fmt: skip
         if self.worker_cpu:
