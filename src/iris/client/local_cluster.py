@@ -198,9 +198,11 @@ class LocalCluster:
         attributes: dict[str, str] | None = None,
         host: str | None = None,
         launcher: list[str] | None = None,
+        controller_host: str | None = None,
     ) -> _Child:
         """Start worker daemon ``index``; ``host`` is the address it serves on (default: the
-        controller's), ``launcher`` a command prefix it runs under (``ip netns exec NAME``)."""
+        controller's), ``launcher`` a command prefix it runs under (``ip netns exec NAME``) and
+        ``controller_host`` the controller's address as the worker reaches it."""
         index = len(self.workers) if index is None else index
         worker_id = f"worker-{index}"
         wdir = self.state_dir / "workers" / worker_id
@@ -209,7 +211,8 @@ class LocalCluster:
         ready.unlink(missing_ok=True)
         argv = [
             *(launcher or []), sys.executable, "-m", "iris.cluster.worker",
-            "--controller", self.url, "--host", host or self.host, "--worker-id", worker_id,
+            "--controller", self._url_from(controller_host), "--host", host or self.host,
+            "--worker-id", worker_id,
             "--state-dir", str(wdir), "--ready-file", str(ready),
         ]  # fmt: skip
         if self.worker_cpu:
@@ -231,6 +234,11 @@ class LocalCluster:
         if wait:
             _wait_for_file(ready, child.proc, worker_id, child.log_path, 60)
         return child
+
+    def _url_from(self, controller_host: str | None) -> str:
+        if controller_host is None:
+            return self.url
+        return f"http://{controller_host}:{self.url.rsplit(':', 1)[1]}"
 
     def restart_controller(self, timeout_s: float = 60.0) -> None:
         """Start the controller again on the same port and state dir (after it died or was killed)."""

@@ -11,6 +11,9 @@ Faults (``FAULTS``):
 - ``worker_stop``: ``SIGSTOP`` of a worker daemon for longer than the controller's grace, then
   ``SIGCONT`` (a hung daemon; also how a partition looks from both ends).
 - ``controller_kill``: ``kill -9`` of the controller, restarted at once on the same state dir.
+- ``partition`` (run as root, where network namespaces can be made): each worker lives in a
+  network namespace of its own, joined to the controller's by a veth pair; the fault cuts one
+  worker's link (both directions) for longer than the grace, then restores it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -29,8 +33,10 @@ from typing import TypeVar
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, TaskState
 from iris.cluster.types import TERMINAL_JOB_STATES
 from iris.rpc.errors import IrisError
+from iris.testing.netns import NetnsLink, netns_available
 
 FAULTS = ("worker_kill", "worker_stop", "controller_kill")
+NETWORK_FAULTS = ("partition",)
 BEAT_S = 0.2
 # Final task states (a worker failure or preemption is retried, so it ends nothing).
 TERMINAL_KINDS = ("task_succeeded", "task_failed", "task_killed")
@@ -132,10 +138,17 @@ def find_overlaps(runs: dict[str, _Run], fault_log: list[tuple[float, str]]) -> 
 
 class _Injector(threading.Thread):
     def __init__(
-        self, cluster: LocalCluster, rng: random.Random, every_s: tuple[float, float], stop_s: float
+        self,
+        cluster: LocalCluster,
+        rng: random.Random,
+        every_s: tuple[float, float],
+        stop_s: float,
+        links: list[NetnsLink],
     ) -> None:
         super().__init__(daemon=True, name="chaos")
         self.cluster = cluster
+        self.links = links
+        self.faults = FAULTS + (NETWORK_FAULTS if links else ())
         self.rng = rng
         self.every_s = every_s
         self.stop_s = stop_s
@@ -147,7 +160,7 @@ class _Injector(threading.Thread):
     def run(self) -> None:
         try:
             while not self.done.wait(self.rng.uniform(*self.every_s)):
-                self.inject(self.rng.choice(FAULTS))
+                self.inject(self.rng.choice(self.faults))
         except BaseException as exc:  # reported by the caller
             self.error = exc
 
@@ -160,6 +173,14 @@ class _Injector(threading.Thread):
                 ctl.proc.wait()
             self.controller_kills.append(time.time())
             self.cluster.restart_controller()
+            return
+        if fault == "partition":
+            link = self.rng.choice(self.links)
+            link.partition()
+            try:
+                time.sleep(self.stop_s)
+            finally:
+                link.heal()
             return
         victim = self.rng.choice(self.cluster.workers)
         if fault == "worker_kill":
@@ -186,10 +207,46 @@ def run_chaos(
     worker_grace_s: float = 3.0,
     timeout_s: float = 600.0,
     worker_cpu: str = "4",
+    partitions: bool | None = None,
 ) -> ChaosReport:
     """Run ``tasks`` tasks (jobs of ``per_job`` replicas, each job's tasks ``beats`` x ``BEAT_S``
     long, drawn per job) under faults; return what was measured. Tasks longer than the grace are
-    the ones a hung worker can run twice at once."""
+    the ones a hung worker can run twice at once. ``partitions`` (default: where the machine
+    allows it) puts each worker behind a network link of its own and adds partition faults."""
+    with ExitStack() as stack:
+        links: list[NetnsLink] = []
+        if netns_available() if partitions is None else partitions:
+            tag = os.getpid() % 1000
+            for i in range(3):
+                links.append(
+                    stack.enter_context(NetnsLink(f"irc{tag}-{i}", subnet=100 + (tag * 3 + i) % 150))
+                )
+        return _run(
+            state_dir,
+            tasks,
+            seed,
+            beats,
+            per_job,
+            fault_every_s,
+            worker_grace_s,
+            timeout_s,
+            worker_cpu,
+            links,
+        )
+
+
+def _run(
+    state_dir: Path,
+    tasks: int,
+    seed: int,
+    beats: tuple[int, int],
+    per_job: int,
+    fault_every_s: tuple[float, float],
+    worker_grace_s: float,
+    timeout_s: float,
+    worker_cpu: str,
+    links: list[NetnsLink],
+) -> ChaosReport:
     report = ChaosReport(tasks=tasks, seed=seed)
     stamps = state_dir / "stamps"
     stamps.mkdir(parents=True)
@@ -197,13 +254,19 @@ def run_chaos(
     rng = random.Random(seed)
     started = time.monotonic()
     with LocalCluster(
-        workers=3,
+        workers=0 if links else 3,
+        host="0.0.0.0" if links else "127.0.0.1",
         state_dir=state_dir / "cluster",
         worker_cpu=worker_cpu,
         worker_memory="8GB",
         worker_grace_s=worker_grace_s,
         tick_s=0.5,
     ) as cluster:
+        for i, link in enumerate(links):
+            cluster.add_worker(
+                i, wait=False, host=link.ns_ip, launcher=link.exec_prefix, controller_host=link.host_ip
+            )
+        cluster.wait_for_workers(3)
         client = IrisClient(cluster.url)
         specs = [
             client.build_spec(
@@ -216,7 +279,7 @@ def run_chaos(
             for i in range((tasks + per_job - 1) // per_job)
         ]
         jobs = client.submit_many(specs)
-        injector = _Injector(cluster, rng, fault_every_s, stop_s=worker_grace_s * 2)
+        injector = _Injector(cluster, rng, fault_every_s, stop_s=worker_grace_s * 2, links=links)
         injector.start()
         deadline = time.monotonic() + timeout_s
         try:
