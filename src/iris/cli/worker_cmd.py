@@ -7,7 +7,6 @@ from typing import Any
 import click
 
 from iris.cluster.worker.config import WorkerConfigError, build_worker_config
-from iris.cluster.worker.main import run_worker
 
 
 class _OneLineErrors(click.Command):
@@ -65,6 +64,10 @@ def worker() -> None:
 @click.option("--log-file", help="Write logs to this file, rotated (default: stderr).")
 def start(log_format: str | None, log_file: str | None, **flags: Any) -> None:
     """Run a worker daemon until SIGTERM or Ctrl-C (then every attempt is killed)."""
+    # The daemon (its web server, device probes) is imported only here: every other command starts
+    # without it.
+    from iris.cluster.worker.main import run_worker
+
     try:
         config = build_worker_config(**flags)
         code = run_worker(config, log_format=log_format, log_file=log_file)
