@@ -609,17 +609,17 @@ class Controller:
             task = store.get_task(cur, task_id)
             if task is None:
                 raise NotFound(f"task {task_id} does not exist")
-            uid = attempt_uid or task["current_attempt_uid"]
+            uid = attempt_uid or task.current_attempt_uid
             if uid is None:
                 raise FailedPrecondition(f"task {task_id} has not started yet")
             attempt = store.get_attempt(cur, uid)
-        if attempt is None or attempt["task_id"] != task_id:
+        if attempt is None or attempt.task_id != task_id:
             raise NotFound(f"attempt {uid} of task {task_id} does not exist")
         if self._descriptor.kind is BackendKind.KUBERNETES:
             return AttemptRef(TaskTarget(attempt_uid=uid), uid, task_id)
-        if not attempt["worker_address"]:
+        if not attempt.worker_address:
             raise FailedPrecondition(f"the worker that ran task {task_id} is gone")
-        return AttemptRef(TaskTarget(address=attempt["worker_address"]), uid, task_id)
+        return AttemptRef(TaskTarget(address=attempt.worker_address), uid, task_id)
 
     def require_backend(self) -> TaskBackend:
         if self.backend is None:

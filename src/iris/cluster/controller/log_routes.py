@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
@@ -59,15 +59,15 @@ def _decode(raw: RawLine) -> LogLine:
     )
 
 
-def attempt_done(row: Any, meta: AttemptLog | None, now: float) -> bool:
+def attempt_done(row: store.AttemptRow | None, meta: AttemptLog | None, now: float) -> bool:
     """No more lines will arrive for this attempt: its worker said so, or it ended and cannot say."""
     if meta is not None and meta.final:
         return True
     if row is None:
         return meta is None
-    if TaskState(row["state"]) not in TERMINAL_TASK_STATES:
+    if row.state not in TERMINAL_TASK_STATES:
         return False
-    finished = row["finished_at"]
+    finished = row.finished_at
     # A pod's log is copied by the controller's collector, which marks it final; until then (or the
     # grace) a follower keeps reading, as it does for a worker still shipping its last lines.
     return finished is None or now - finished > SHIPPING_GRACE_S
@@ -95,7 +95,7 @@ def settle(
             for uid, task_id in attempts
             if not _final(logs, uid)
             and (row := rows.get(uid)) is not None
-            and TaskState(row["state"]) in TERMINAL_TASK_STATES
+            and row.state in TERMINAL_TASK_STATES
             and not attempt_done(row, None, now)  # ended a moment ago, on a worker that is still there
         ]
         if not attempts:
@@ -214,7 +214,7 @@ def add_log_routes(
     def resolve(attempt_uid: str) -> tuple[str, int] | None:
         with controller.db.read() as cur:
             row = store.get_attempt(cur, attempt_uid)
-        return (row["task_id"], int(row["attempt_number"])) if row is not None else None
+        return (row.task_id, row.attempt_number) if row is not None else None
 
     @app.post("/api/v1/logs:push", response_model=LogPushResponse)
     async def push_logs(request: Request) -> Response:
@@ -255,14 +255,14 @@ def add_log_routes(
             task = store.get_task(cur, task_id)
             if task is None:
                 raise NotFound(f"task {task_id} does not exist")
-            uid = attempt or task["current_attempt_uid"]
+            uid = attempt or task.current_attempt_uid
             row = store.get_attempt(cur, uid) if uid else None
         if uid is None:
             page = LogsResponse(
-                lines=[], next_offset=0, complete=TaskState(task["state"]) is not TaskState.PENDING
+                lines=[], next_offset=0, complete=task.state is not TaskState.PENDING
             )
             return Response(page.model_dump_json(), media_type="application/json")
-        if row is None or row["task_id"] != task_id:
+        if row is None or row.task_id != task_id:
             raise NotFound(f"attempt {uid} of task {task_id} does not exist")
         settle(controller, logs, [(uid, task_id)])
         meta = logs.attempt(uid)
@@ -345,8 +345,8 @@ def add_log_routes(
                 tasks = store.tasks_in_tree(cur, job_id, include_children=include_children)
                 jobs_done = job.state in TERMINAL_JOB_STATES
                 if include_children and jobs_done:
-                    jobs_done = all(TaskState(t["state"]) in TERMINAL_TASK_STATES for t in tasks)
-            current = {t["task_id"]: t["current_attempt_uid"] for t in tasks if t["current_attempt_uid"]}
+                    jobs_done = all(t.state in TERMINAL_TASK_STATES for t in tasks)
+            current = {t.task_id: t.current_attempt_uid for t in tasks if t.current_attempt_uid}
             if not settled:
                 settled = True
                 wanted = [

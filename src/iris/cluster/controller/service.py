@@ -308,11 +308,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         principal = who()
         if principal.role == "user":  # another user's workspace is not theirs to read
             with controller.db.read() as cur:
-                mine = cur.execute(
-                    "SELECT 1 FROM jobs WHERE user = ? AND json_extract(spec_json, '$.bundle_id') = ? LIMIT 1",
-                    (principal.user, bundle_id),
-                ).fetchone()
-            if mine is None:
+                mine = store.user_has_bundle(cur, principal.user, bundle_id)
+            if not mine:
                 raise NotFound(f"bundle {bundle_id} is not on this controller (never uploaded, or collected)")
         return FileResponse(controller.bundles.open_path(bundle_id), media_type="application/gzip")
 

@@ -394,9 +394,9 @@ def tasks_of_job(
     ]
 
 
-def get_task(cur: sqlite3.Cursor, task_id: str) -> sqlite3.Row | None:
-    """The raw row (the log routes read it by column name; ``tasks_of_job`` gives typed rows)."""
-    return cur.execute(f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE task_id = ?", (task_id,)).fetchone()
+def get_task(cur: sqlite3.Cursor, task_id: str) -> TaskRow | None:
+    row = cur.execute(f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE task_id = ?", (task_id,)).fetchone()
+    return _task_row(row) if row is not None else None
 
 
 def attempts_of_tasks(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str, list[AttemptRow]]:
@@ -409,13 +409,10 @@ def attempts_of_tasks(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str,
     return out
 
 
-def get_attempt(cur: sqlite3.Cursor, attempt_uid: str) -> sqlite3.Row | None:
-    """The raw row with its worker's address (read by column name by the log routes)."""
-    return cur.execute(
-        "SELECT a.*, w.address AS worker_address FROM attempts a LEFT JOIN workers w ON w.worker_id = a.worker_id"
-        " WHERE a.attempt_uid = ?",
-        (attempt_uid,),
-    ).fetchone()
+def get_attempt(cur: sqlite3.Cursor, attempt_uid: str) -> AttemptRow | None:
+    """One attempt with its worker's address (None once the worker is gone)."""
+    row = cur.execute(_ATTEMPT_ROW_SQL + " WHERE a.attempt_uid = ?", (attempt_uid,)).fetchone()
+    return _attempt_row(row) if row is not None else None
 
 
 def unreleased_attempts(cur: sqlite3.Cursor, worker_ids: Sequence[str] | None = None) -> list[LiveAttempt]:
@@ -1311,29 +1308,30 @@ def select_in(cur: sqlite3.Cursor, sql: str, ids: Iterable[str], size: int = 500
 # ---------------------------------------------------------------- reads for the log store's API
 
 
-def tasks_in_tree(cur: sqlite3.Cursor, job_id: str, *, include_children: bool) -> list[sqlite3.Row]:
-    """task_id, job_id, state, current_attempt_uid of a job's tasks (and its sub-jobs' tasks)."""
+def tasks_in_tree(cur: sqlite3.Cursor, job_id: str, *, include_children: bool) -> list[TaskRow]:
+    """A job's tasks (and, with ``include_children``, its sub-jobs' tasks)."""
     if include_children:
-        return cur.execute(
-            "SELECT task_id, job_id, state, current_attempt_uid FROM tasks"
-            " WHERE job_id = ? OR (job_id > ? AND job_id < ?)",
+        rows = cur.execute(
+            f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE job_id = ? OR (job_id > ? AND job_id < ?)",
             (job_id, job_id + "/", job_id + "0"),  # '0' sorts right after '/'
-        ).fetchall()
-    return cur.execute(
-        "SELECT task_id, job_id, state, current_attempt_uid FROM tasks WHERE job_id = ?", (job_id,)
-    ).fetchall()
-
-
-def attempt_rows(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> dict[str, sqlite3.Row]:
-    return {
-        r["attempt_uid"]: r
-        for r in select_in(
-            cur,
-            "SELECT a.attempt_uid, a.task_id, a.state, a.finished_at, a.worker_id, w.address AS worker_address"
-            " FROM attempts a LEFT JOIN workers w ON w.worker_id = a.worker_id WHERE a.attempt_uid IN (:ids)",
-            attempt_uids,
         )
-    }
+    else:
+        rows = cur.execute(f"SELECT {_TASK_COLUMNS} FROM tasks t WHERE job_id = ?", (job_id,))
+    return [_task_row(r) for r in rows]
+
+
+def attempt_rows(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> dict[str, AttemptRow]:
+    rows = select_in(cur, _ATTEMPT_ROW_SQL + " WHERE a.attempt_uid IN (:ids)", attempt_uids)
+    return {attempt.attempt_uid: attempt for attempt in map(_attempt_row, rows)}
+
+
+def user_has_bundle(cur: sqlite3.Cursor, user: str, bundle_id: str) -> bool:
+    """Whether any job of ``user`` runs from this workspace bundle."""
+    row = cur.execute(
+        "SELECT 1 FROM jobs WHERE user = ? AND json_extract(spec_json, '$.bundle_id') = ? LIMIT 1",
+        (user, bundle_id),
+    ).fetchone()
+    return row is not None
 
 
 def last_preemptors(cur: sqlite3.Cursor, job_id: str) -> dict[str, str]:

@@ -16,7 +16,7 @@ from typing import Any
 from iris.cluster.controller import store
 from iris.cluster.controller.logstore.log_store import LogStore
 from iris.cluster.types import AttemptRef, TaskTarget
-from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
+from iris.rpc.enums import TERMINAL_TASK_STATES
 from iris.rpc.errors import IrisError
 from iris.rpc.log_models import LogChunk, LogPushRequest
 
@@ -63,7 +63,7 @@ class PodLogCollector:
     def _resolve(self, attempt_uid: str) -> tuple[str, int] | None:
         with self._controller.db.read() as cur:
             row = store.get_attempt(cur, attempt_uid)
-        return (row["task_id"], int(row["attempt_number"])) if row is not None else None
+        return (row.task_id, row.attempt_number) if row is not None else None
 
     def collect_once(self) -> None:
         with self._controller.db.read() as cur:
@@ -85,7 +85,7 @@ class PodLogCollector:
             with self._controller.db.read() as cur:
                 rows = store.attempt_rows(cur, [uid for uid, _ in attempts])
             running = {
-                uid for uid, row in rows.items() if TaskState(row["state"]) not in TERMINAL_TASK_STATES
+                uid for uid, row in rows.items() if row.state not in TERMINAL_TASK_STATES
             }
         for uid, task_id in attempts:
             if self._stop.is_set():
