@@ -820,17 +820,37 @@ def _resources(row: sqlite3.Row) -> Resources:
     )
 
 
+_PENDING_COLUMNS = (
+    "t.task_id, t.job_id, t.version, t.pending_reason, j.user, j.priority, j.depth,"
+    " j.root_submitted_at, j.submitted_at, j.group_by, j.cpu_millicores, j.memory_bytes, j.disk_bytes,"
+    " j.device_type, j.device_variant, j.device_count, j.spec_json"
+)
+# Over the limit, the tasks a round considers: higher bands first, then older jobs, each job at
+# most a share of the limit, so no backlog (a huge job, or many) hides a later job from the kernel.
+_PENDING_BY_BAND_SQL = (
+    f"SELECT {_PENDING_COLUMNS} FROM"
+    " (SELECT task_id, job_id, version, pending_reason, task_index,"
+    "  ROW_NUMBER() OVER (PARTITION BY job_id ORDER BY task_index) AS n FROM tasks WHERE state = 'PENDING') t"
+    " JOIN jobs j ON j.job_id = t.job_id WHERE t.n <= ?"
+    " ORDER BY CASE j.priority WHEN 'PRODUCTION' THEN 0 WHEN 'INTERACTIVE' THEN 1 ELSE 2 END,"
+    " j.root_submitted_at, j.submitted_at, j.job_id, t.task_index LIMIT ?"
+)
+
+
 def pending_tasks(cur: sqlite3.Cursor, limit: int = 100_000) -> list[PendingTask]:
-    """Every PENDING task with its job's scheduling fields (shared per job: one Resources each)."""
+    """The PENDING tasks a round considers, with their job's scheduling fields (one Resources per job).
+
+    Up to ``limit``, all of them (the kernel orders them); past it, a band-ordered share per job."""
+    (count,) = cur.execute("SELECT COUNT(*) FROM tasks WHERE state = 'PENDING'").fetchone()
+    if count > limit:
+        rows = cur.execute(_PENDING_BY_BAND_SQL, (max(1, min(10_000, limit // 10)), limit))
+    else:
+        rows = cur.execute(
+            f"SELECT {_PENDING_COLUMNS} FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING'"
+        )
     per_job: dict[str, tuple[PriorityBand, Resources]] = {}
     out = []
-    for r in cur.execute(
-        "SELECT t.task_id, t.job_id, t.version, t.pending_reason, j.user, j.priority, j.depth,"
-        " j.root_submitted_at, j.submitted_at, j.group_by, j.cpu_millicores, j.memory_bytes, j.disk_bytes,"
-        " j.device_type, j.device_variant, j.device_count, j.spec_json"
-        " FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING' LIMIT ?",
-        (limit,),
-    ):
+    for r in rows:
         job = per_job.get(r[1])
         if job is None:
             job = per_job[r[1]] = (PriorityBand(r[5]), Resources(r[10], r[11], r[12], r[13], r[14], r[15]))
