@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import site
@@ -14,7 +15,7 @@ import psutil
 import pytest
 from tests.worker.harness import ControllerStub, WorkerProcess, start_worker, wait_until
 
-from iris.cluster.runtime.isolation import UidPool
+from iris.cluster.runtime.isolation import Isolation, UidPool, proc_is_hidden
 from iris.rpc.enums import TaskState
 from iris.rpc.models import DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
 
@@ -196,3 +197,33 @@ def test_two_pools_on_one_machine_never_lease_the_same_uid(tmp_path: Path) -> No
     UidPool.release(leases[1])
     assert two.acquire().uid == leases[1].uid
     assert (tmp_path / "leases").stat().st_mode & 0o777 == 0o700
+
+
+def test_the_daemon_hides_proc_once_and_its_attempts_start_through_one_exec(worker: WorkerProcess) -> None:
+    # The daemon re-made itself in a mount namespace whose /proc is hidepid=2 (same pid).
+    assert proc_is_hidden(Path(f"/proc/{worker.popen.pid}/mountinfo"))
+    worker.reconcile([run(spec("fast-1", "alice", "sleep", "100"))])
+    wait_until(lambda: worker.observe([keep("fast-1")], "fast-1").state is TaskState.RUNNING, what="running")
+    pgid = json.loads((worker.state_dir / "pids" / "fast-1.json").read_text())["pgid"]
+    task = psutil.Process(pgid)
+    # setpriv exec'd into the command itself: no unshare, sh or mount left between daemon and task.
+    assert task.cmdline() == ["sleep", "100"] and task.ppid() == worker.popen.pid
+    assert task.uids().real >= 200000
+    worker.reconcile([])
+
+
+def test_without_a_hidden_proc_each_attempt_gets_a_namespace_of_its_own(tmp_path: Path) -> None:
+    mountinfo = tmp_path / "mountinfo"
+    mountinfo.write_text("22 27 0:21 / /proc rw,relatime - proc proc rw\n")
+    assert not proc_is_hidden(mountinfo)
+    mountinfo.write_text(
+        mountinfo.read_text() + "90 22 0:55 / /proc rw,relatime - proc proc rw,hidepid=invisible\n"
+    )
+    assert proc_is_hidden(mountinfo)
+    base = Isolation(
+        UidPool(200_000, 200_009, tmp_path / "leases"), tmp_path, "unshare", "setpriv", "mount", "sh"
+    )
+    slow = base.wrap(["true"], 200_001)
+    assert slow[:2] == ["unshare", "--mount"] and "hidepid=2" in " ".join(slow) and slow[-1] == "true"
+    fast = dataclasses.replace(base, proc_hidden=True).wrap(["true"], 200_001)
+    assert fast[0] == "setpriv" and "--reuid=200001" in fast and fast[-1] == "true" and "unshare" not in fast

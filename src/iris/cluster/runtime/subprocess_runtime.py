@@ -529,7 +529,9 @@ class SubprocessRuntime:
                 env["PATH"] = os.pathsep.join([*preparation.path_prepend, env.get("PATH", os.defpath)])
         if self._devices is not None:
             env.update(self._devices.acquire(spec))  # released with the attempt, on every path
+        prefix = self._death_prefix
         if self._isolation is not None:
+            prefix = []  # the privilege drop sets the parent-death signal itself (after the uid change)
             lease = self._isolation.pool.acquire()
             with self._lock:
                 attempt.lease = lease
@@ -545,7 +547,7 @@ class SubprocessRuntime:
         try:
             popen = self._spawner.submit(
                 subprocess.Popen,
-                [*self._death_prefix, *argv],
+                [*prefix, *argv],
                 cwd=work_dir,
                 env=env,
                 stdin=subprocess.DEVNULL,

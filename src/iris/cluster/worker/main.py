@@ -16,7 +16,7 @@ from pathlib import Path
 import uvicorn
 
 from iris.cluster.runtime import SubprocessRuntime
-from iris.cluster.runtime.isolation import Isolation, probe
+from iris.cluster.runtime.isolation import Isolation, probe, reexec_with_private_proc
 from iris.cluster.worker.config import (
     WorkerConfig,
     WorkerConfigError,
@@ -121,6 +121,8 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     ``IRIS_LOG_FORMAT`` / ``IRIS_LOG_FILE``. Raises WorkerConfigError (one sentence) when the
     address, state dir or log settings cannot be used.
     """
+    if config.task_uids is not None:
+        reexec_with_private_proc()  # once, before any thread: attempts are born with /proc hidden
     try:
         configure_logging(log_format, log_file)
     except (ValueError, OSError) as exc:
