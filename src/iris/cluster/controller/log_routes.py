@@ -258,9 +258,7 @@ def add_log_routes(
             uid = attempt or task.current_attempt_uid
             row = store.get_attempt(cur, uid) if uid else None
         if uid is None:
-            page = LogsResponse(
-                lines=[], next_offset=0, complete=task.state is not TaskState.PENDING
-            )
+            page = LogsResponse(lines=[], next_offset=0, complete=task.state is not TaskState.PENDING)
             return Response(page.model_dump_json(), media_type="application/json")
         if row is None or row.task_id != task_id:
             raise NotFound(f"attempt {uid} of task {task_id} does not exist")

@@ -84,9 +84,7 @@ class PodLogCollector:
         if running is None:
             with self._controller.db.read() as cur:
                 rows = store.attempt_rows(cur, [uid for uid, _ in attempts])
-            running = {
-                uid for uid, row in rows.items() if row.state not in TERMINAL_TASK_STATES
-            }
+            running = {uid for uid, row in rows.items() if row.state not in TERMINAL_TASK_STATES}
         for uid, task_id in attempts:
             if self._stop.is_set():
                 return
