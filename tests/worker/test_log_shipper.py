@@ -83,6 +83,13 @@ def shipper(server: StoreServer, attempts_dir: Path, ended: dict[str, bool]) -> 
     )
 
 
+def attempt_log(tmp_path: Path, max_bytes: int) -> tuple[Path, AttemptLogWriter]:
+    """The runtime's attempts dir with one attempt's log, rotated over 5 files of max_bytes / 5."""
+    attempts = tmp_path / "attempts"
+    (attempts / UID).mkdir(parents=True)
+    return attempts, AttemptLogWriter(attempts / UID / "log.jsonl", max_bytes=max_bytes, files=5)
+
+
 def write(log: AttemptLogWriter, first: int, count: int) -> None:
     for i in range(first, first + count):
         log.feed("stdout", f"line {i:05d} padded to be a little longer\n".encode())
@@ -91,9 +98,7 @@ def write(log: AttemptLogWriter, first: int, count: int) -> None:
 def test_a_log_that_rotated_before_it_was_shipped_arrives_whole_and_in_order(
     server: StoreServer, tmp_path: Path
 ) -> None:
-    attempts = tmp_path / "attempts"
-    (attempts / UID).mkdir(parents=True)
-    log = AttemptLogWriter(attempts / UID / "log.jsonl", max_bytes=40_000, files=5)
+    attempts, log = attempt_log(tmp_path, max_bytes=40_000)
     write(log, 0, 300)  # ~27 KB: four files, none dropped yet
     assert log.rotations >= 3
     ended = {UID: False}
@@ -112,9 +117,7 @@ def test_a_log_that_rotated_before_it_was_shipped_arrives_whole_and_in_order(
 def test_output_rotated_away_while_the_controller_was_away_is_marked_and_the_rest_arrives(
     server: StoreServer, tmp_path: Path
 ) -> None:
-    attempts = tmp_path / "attempts"
-    (attempts / UID).mkdir(parents=True)
-    log = AttemptLogWriter(attempts / UID / "log.jsonl", max_bytes=20_000, files=5)
+    attempts, log = attempt_log(tmp_path, max_bytes=20_000)
     ended = {UID: False}
     s = shipper(server, attempts, ended)
     s.start()
@@ -142,9 +145,7 @@ def test_output_rotated_away_while_the_controller_was_away_is_marked_and_the_res
 def test_a_restarted_shipper_resumes_a_rotated_log_where_the_store_stopped(
     server: StoreServer, tmp_path: Path
 ) -> None:
-    attempts = tmp_path / "attempts"
-    (attempts / UID).mkdir(parents=True)
-    log = AttemptLogWriter(attempts / UID / "log.jsonl", max_bytes=60_000, files=5)
+    attempts, log = attempt_log(tmp_path, max_bytes=60_000)
     ended = {UID: False}
     first = shipper(server, attempts, ended)
     first.start()
