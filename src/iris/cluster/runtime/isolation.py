@@ -196,11 +196,13 @@ def reexec_with_private_proc() -> None:
     # If the mount fails the daemon still starts (marked, so it does not loop) and isolates each
     # attempt in a namespace of its own instead.
     script = f'{mount} -t proc -o hidepid=2 proc /proc; exec "$@"'
+    # slave: mounts the host makes later (a new disk, an NFS share) still reach the tasks; ours
+    # (the hidden /proc) never reach the host.
     argv = [
         unshare,
         "--mount",
         "--propagation",
-        "private",
+        "slave",
         "--",
         sh,
         "-c",
