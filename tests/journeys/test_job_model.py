@@ -212,7 +212,8 @@ def test_a_gang_agrees_on_one_coordinator_through_distributed(j: Journey) -> Non
     )
     detail = j.step(lambda: finished(j, job), timeout=120, what="gang done")
     lines = sorted(job.logs())
-    assert detail.state is JobState.SUCCEEDED, lines
+    why = [(t.task_id, t.state, t.failure, [(a.state, a.error) for a in t.attempts]) for t in detail.tasks]
+    assert detail.state is JobState.SUCCEEDED, (lines, why)
     assert [line.split(" coordinator ")[0] for line in lines] == [
         f"rank {i} of 3 (task {i} of 3)" for i in range(3)
     ]
