@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.cli.helpers import IRIS, LineReader, iris_env, run_iris
 from tests.conftest import wait_until
 
-from iris.cli.main import parse_since
+from iris.cli.text import parse_since
 from iris.client import Entrypoint, IrisClient, JobState
 from iris.client.job import select_lines
 from iris.client.local_cluster import LocalCluster

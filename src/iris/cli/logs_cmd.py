@@ -1,31 +1,27 @@
 """`iris job logs`, `iris job summary`, `iris job wait` and the failure block of `iris job status`.
 
 Logs are read from the controller's log store, filtered there (tail, time window, grep), so a
-tail of a huge log costs what it prints, and they are there after the worker is gone.
+tail of a huge log costs what it prints, and they are there after the worker is gone. Streaming
+lines needs no tables: rich is imported only by the commands that draw them.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from iris.cli.output import clean, console, duration, err_console, line, print_json, safe_line, styled, table
+from iris.cli.context import Ctx, check_task, complete_job_id, job_id_of
+from iris.cli.text import duration, parse_since, safe_line, strip_ansi
 from iris.rpc.enums import TERMINAL_JOB_STATES
-from iris.rpc.log_models import StoredLine
-from iris.rpc.models import JobDetail
-from iris.rpc.units import format_bytes
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-
-
-def strip_ansi(text: str) -> str:
-    return _ANSI.sub("", text)
+if TYPE_CHECKING:
+    from iris.rpc.log_models import StoredLine
+    from iris.rpc.models import JobDetail
 
 
 def collapse_progress(text: str) -> str:
@@ -53,6 +49,8 @@ def write_line(entry: StoredLine, *, prefix: str, timestamps: bool, color: bool)
 
 def print_failures(detail: JobDetail, *, limit: int = 5) -> None:
     """For each failed task (at most ``limit``): why, the numbers, the exception and the log tail."""
+    from iris.cli.output import console, line
+
     failed = [t for t in detail.tasks if t.failure is not None]
     for task in failed[:limit]:
         failure = task.failure
@@ -77,162 +75,151 @@ def print_failures(detail: JobDetail, *, limit: int = 5) -> None:
     sys.stdout.flush()
 
 
-def register(
-    job: click.Group,
-    ctx_client: Callable[[Any], Any],
-    job_id_of: Callable[[str], str],
-    *,
-    complete_job_id: Callable[..., Any] | None = None,
+@click.command("logs")
+@click.argument("job_id", shell_complete=complete_job_id)
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
+@click.option("--task", "tasks", type=int, multiple=True, help="Only this task index (repeatable).")
+@click.option(
+    "--since", metavar="WHEN", help="Only lines from the last 5m, 1h, 2d..., or since a time (ISO 8601)."
+)
+@click.option(
+    "--tail",
+    type=click.IntRange(min=0, max=100_000),
+    metavar="N",
+    help="Only the last N lines of each task (then new ones with -f).",
+)
+@click.option("--grep", metavar="PATTERN", help="Only lines matching this regular expression.")
+@click.option("-i", "--ignore-case", is_flag=True, help="With --grep: ignore case.")
+@click.option("--timestamps", is_flag=True, help="Start every line with its time (UTC, ISO 8601).")
+@click.option(
+    "--attempt",
+    metavar="N|all",
+    help="Attempt number N (0 is the first) or all (default: the current one).",
+)
+@click.option("--include-children", is_flag=True, help="Also the logs of the job's sub-jobs.")
+@click.option("--system", "include_system", is_flag=True, help="Also Iris's own lines (start, exit, kills).")
+@click.option(
+    "--color/--no-color",
+    default=True,
+    help="Keep the output's ANSI colour codes (default) or strip them.",
+)
+@click.pass_obj
+def job_logs(
+    obj: Ctx,
+    job_id: str,
+    follow: bool,
+    tasks: Sequence[int],
+    since: str | None,
+    tail: int | None,
+    grep: str | None,
+    ignore_case: bool,
+    timestamps: bool,
+    attempt: str | None,
+    include_children: bool,
+    include_system: bool,
+    color: bool,
 ) -> None:
-    """Add the commands to the ``job`` group (``ctx_client(obj)`` opens an IrisClient;
-    ``complete_job_id`` completes JOB_ID arguments in the shell)."""
-
-    @job.command("logs")
-    @click.argument("job_id", shell_complete=complete_job_id)
-    @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
-    @click.option("--task", "tasks", type=int, multiple=True, help="Only this task index (repeatable).")
-    @click.option(
-        "--since", metavar="WHEN", help="Only lines from the last 5m, 1h, 2d..., or since a time (ISO 8601)."
-    )
-    @click.option(
-        "--tail",
-        type=click.IntRange(min=0, max=100_000),
-        metavar="N",
-        help="Only the last N lines of each task (then new ones with -f).",
-    )
-    @click.option("--grep", metavar="PATTERN", help="Only lines matching this regular expression.")
-    @click.option("-i", "--ignore-case", is_flag=True, help="With --grep: ignore case.")
-    @click.option("--timestamps", is_flag=True, help="Start every line with its time (UTC, ISO 8601).")
-    @click.option(
-        "--attempt",
-        metavar="N|all",
-        help="Attempt number N (0 is the first) or all (default: the current one).",
-    )
-    @click.option("--include-children", is_flag=True, help="Also the logs of the job's sub-jobs.")
-    @click.option(
-        "--system", "include_system", is_flag=True, help="Also Iris's own lines (start, exit, kills)."
-    )
-    @click.option(
-        "--color/--no-color",
-        default=True,
-        help="Keep the output's ANSI colour codes (default) or strip them.",
-    )
-    @click.pass_obj
-    def job_logs(
-        obj: Any,
-        job_id: str,
-        follow: bool,
-        tasks: Sequence[int],
-        since: str | None,
-        tail: int | None,
-        grep: str | None,
-        ignore_case: bool,
-        timestamps: bool,
-        attempt: str | None,
-        include_children: bool,
-        include_system: bool,
-        color: bool,
-    ) -> None:
-        """Print a job's output from the controller (also after its worker is gone): every task's
-        lines interleaved by time, with a [task N] prefix when there are several tasks."""
-        from iris.cli.main import parse_since
-
+    """Print a job's output from the controller (also after its worker is gone): every task's
+    lines interleaved by time, with a [task N] prefix when there are several tasks."""
+    try:
+        since_ts = parse_since(since, time.time()) if since else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--since") from None
+    if attempt is not None and attempt != "all" and not attempt.isdigit():
+        raise click.BadParameter("expected a number or 'all'", param_hint="--attempt")
+    with obj.client() as client:
+        handle = client.job(job_id_of(job_id, client))
+        detail = handle.detail()
+        for index in tasks:
+            check_task(detail, index)
+        multi = include_children or (detail.replicas > 1 and len(tasks) != 1)
+        filters: dict[str, Any] = {
+            "since": since_ts,
+            "grep": grep,
+            "ignore_case": ignore_case,
+            "tasks": list(tasks) or None,
+            "attempt": attempt,
+            "include_children": include_children,
+            "include_system": include_system,
+        }
         try:
-            since_ts = parse_since(since, time.time()) if since else None
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--since") from None
-        if attempt is not None and attempt != "all" and not attempt.isdigit():
-            raise click.BadParameter("expected a number or 'all'", param_hint="--attempt")
-        with ctx_client(obj) as client:
-            handle = client.job(job_id_of(job_id))
+            for line in handle.iter_logs(follow=follow, tail=tail, **filters):
+                prefix = _prefix(line, detail.job_id, include_children) if multi else ""
+                write_line(line, prefix=prefix, timestamps=timestamps, color=color)
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            pass
+
+
+@click.command("summary")
+@click.argument("job_id", shell_complete=complete_job_id)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+@click.pass_obj
+def job_summary(obj: Ctx, job_id: str, as_json: bool) -> None:
+    """Per task (like sacct): state, exit code, attempts, duration, CPU time, peak memory
+    against the limit, and the worker it ran on."""
+    with obj.client() as client:
+        summary = client.job(job_id_of(job_id, client)).summary()
+    from iris.cli.output import clean, console, line, print_json, styled, table
+    from iris.rpc.units import format_bytes
+
+    if as_json:
+        print_json(summary)
+        return
+    console.print(line((clean(summary.job_id), "bold"), "  ", styled(summary.state)))
+    t = table(
+        "TASK",
+        "STATE",
+        "EXIT",
+        "ATTEMPTS",
+        "DURATION",
+        "CPU TIME",
+        "PEAK MEM / LIMIT",
+        "WORKER",
+        "REASON",
+    )
+    for task in summary.tasks:
+        peak = format_bytes(task.peak_rss_bytes) if task.peak_rss_bytes else "-"
+        limit = format_bytes(task.memory_limit_bytes) if task.memory_limit_bytes else "-"
+        cpu = f"{task.cpu_seconds:.1f}s" if task.cpu_seconds is not None else "-"
+        t.add_row(
+            str(task.task_index),
+            styled(task.state),
+            "" if task.exit_code is None else str(task.exit_code),
+            str(task.attempts),
+            duration(task.started_at, task.finished_at) if task.started_at else "-",
+            cpu,
+            f"{peak} / {limit}",
+            task.worker_id or "-",
+            task.failure.summary if task.failure else "",
+        )
+    console.print(t)
+
+
+@click.command("wait")
+@click.argument("job_id", shell_complete=complete_job_id)
+@click.option("--timeout", type=float, metavar="SECONDS", help="Give up (exit 124) after this long.")
+@click.pass_obj
+def job_wait(obj: Ctx, job_id: str, timeout: float | None) -> None:
+    """Block until the job ends, then exit with its exit code (0 when it succeeded)."""
+    from iris.cli.output import err_console, styled
+
+    deadline = None if timeout is None else time.monotonic() + timeout
+    with obj.client() as client:
+        handle = client.job(job_id_of(job_id, client))
+        delay = 0.05
+        while True:
             detail = handle.detail()
-            from iris.cli.main import check_task
-
-            for index in tasks:
-                check_task(detail, index)
-            multi = include_children or (detail.replicas > 1 and len(tasks) != 1)
-            filters: dict[str, Any] = {
-                "since": since_ts,
-                "grep": grep,
-                "ignore_case": ignore_case,
-                "tasks": list(tasks) or None,
-                "attempt": attempt,
-                "include_children": include_children,
-                "include_system": include_system,
-            }
-            try:
-                for line in handle.iter_logs(follow=follow, tail=tail, **filters):
-                    prefix = _prefix(line, detail.job_id, include_children) if multi else ""
-                    write_line(line, prefix=prefix, timestamps=timestamps, color=color)
-                    sys.stdout.flush()
-            except KeyboardInterrupt:
-                pass
-
-    @job.command("summary")
-    @click.argument("job_id", shell_complete=complete_job_id)
-    @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
-    @click.pass_obj
-    def job_summary(obj: Any, job_id: str, as_json: bool) -> None:
-        """Per task (like sacct): state, exit code, attempts, duration, CPU time, peak memory
-        against the limit, and the worker it ran on."""
-        with ctx_client(obj) as client:
-            summary = client.job(job_id_of(job_id)).summary()
-        if as_json:
-            print_json(summary)
-            return
-        console.print(line((clean(summary.job_id), "bold"), "  ", styled(summary.state)))
-        t = table(
-            "TASK",
-            "STATE",
-            "EXIT",
-            "ATTEMPTS",
-            "DURATION",
-            "CPU TIME",
-            "PEAK MEM / LIMIT",
-            "WORKER",
-            "REASON",
-        )
-        for task in summary.tasks:
-            peak = format_bytes(task.peak_rss_bytes) if task.peak_rss_bytes else "-"
-            limit = format_bytes(task.memory_limit_bytes) if task.memory_limit_bytes else "-"
-            cpu = f"{task.cpu_seconds:.1f}s" if task.cpu_seconds is not None else "-"
-            t.add_row(
-                str(task.task_index),
-                styled(task.state),
-                "" if task.exit_code is None else str(task.exit_code),
-                str(task.attempts),
-                duration(task.started_at, task.finished_at) if task.started_at else "-",
-                cpu,
-                f"{peak} / {limit}",
-                task.worker_id or "-",
-                task.failure.summary if task.failure else "",
-            )
-        console.print(t)
-
-    @job.command("wait")
-    @click.argument("job_id", shell_complete=complete_job_id)
-    @click.option("--timeout", type=float, metavar="SECONDS", help="Give up (exit 124) after this long.")
-    @click.pass_obj
-    def job_wait(obj: Any, job_id: str, timeout: float | None) -> None:
-        """Block until the job ends, then exit with its exit code (0 when it succeeded)."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with ctx_client(obj) as client:
-            handle = client.job(job_id_of(job_id))
-            delay = 0.05
-            while True:
-                detail = handle.detail()
-                if detail.state in TERMINAL_JOB_STATES:
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
-                    err_console.print(
-                        f"{detail.job_id} is still {detail.state.value.lower()} after {timeout:g}s",
-                        highlight=False,
-                    )
-                    sys.exit(124)
-                time.sleep(delay)
-                delay = min(1.0, delay * 1.5)
-            code = handle.exit_code()
-        err_console.print(
-            f"{detail.job_id}: {styled(detail.state.value)} (exit code {code})", highlight=False
-        )
-        sys.exit(code)
+            if detail.state in TERMINAL_JOB_STATES:
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                err_console.print(
+                    f"{detail.job_id} is still {detail.state.value.lower()} after {timeout:g}s",
+                    highlight=False,
+                )
+                sys.exit(124)
+            time.sleep(delay)
+            delay = min(1.0, delay * 1.5)
+        code = handle.exit_code()
+    err_console.print(f"{detail.job_id}: {styled(detail.state.value)} (exit code {code})", highlight=False)
+    sys.exit(code)

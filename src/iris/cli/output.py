@@ -11,12 +11,10 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from pydantic import BaseModel
@@ -24,8 +22,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from iris.rpc.models import DeviceSpec
+from iris.cli.text import NEWLINE_MARK, ago, clean, duration, iso_time, safe_line, strip_ansi
 from iris.rpc.units import format_bytes, format_cpu
+
+if TYPE_CHECKING:
+    from iris.rpc.models import DeviceSpec
+
+__all__ = ["NEWLINE_MARK", "ago", "clean", "duration", "iso_time", "safe_line", "strip_ansi"]
 
 
 def _width(stream: object) -> int | None:
@@ -48,38 +51,6 @@ def _console(stderr: bool) -> Console:
 
 console = _console(stderr=False)
 err_console = _console(stderr=True)
-
-# CSI (ESC [ ... final), OSC (ESC ] ... BEL or ESC \), and the other two-byte escapes.
-_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-# What a line break becomes in one-line text.
-NEWLINE_MARK = " ↵ "
-
-
-def clean(text: object, *, one_line: bool = True) -> str:
-    """User text made safe to show: no escape sequences, visible controls, valid Unicode.
-
-    ``\\r\\n`` and lone ``\\r`` count as line breaks; with ``one_line`` every break becomes ``↵``.
-    """
-    s = str(text)
-    # Undecodable bytes (surrogate escapes from argv, lone surrogates) become U+FFFD.
-    s = s.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if _has_surrogate(s) else s
-    s = _ANSI.sub("", s).replace("\r\n", "\n").replace("\r", "\n").replace("\t", " ")
-    s = _CONTROL.sub("\N{REPLACEMENT CHARACTER}", s)
-    if one_line:
-        s = NEWLINE_MARK.join(part for part in s.split("\n")) if "\n" in s else s
-    return s
-
-
-def _has_surrogate(s: str) -> bool:
-    return any("\ud800" <= ch <= "\udfff" for ch in s)
-
-
-def safe_line(text: str) -> str:
-    """A log line for a stream as is (escapes kept for colour), only made encodable."""
-    if _has_surrogate(text):
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return text
 
 
 def plain(text: object, style: str = "") -> Text:
@@ -170,12 +141,6 @@ def _iso_times(value: Any, key: str = "") -> Any:
     return value
 
 
-def iso_time(ts: float) -> str:
-    """``2026-12-01T09:22:30.123Z``."""
-    moment = datetime.fromtimestamp(ts, tz=UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(_plain_data(data), indent=2, default=str) + "\n")
     sys.stdout.flush()
@@ -190,30 +155,6 @@ def print_data(data: Any, fmt: str) -> None:
         sys.stdout.flush()
     else:
         print_json(data)
-
-
-def ago(ts: float | None) -> str:
-    if ts is None:
-        return "-"
-    delta = max(0.0, time.time() - ts)
-    if delta < 60:
-        return f"{delta:.0f}s ago"
-    if delta < 3600:
-        return f"{delta / 60:.0f}m ago"
-    if delta < 86400:
-        return f"{delta / 3600:.1f}h ago"
-    return f"{delta / 86400:.1f}d ago"
-
-
-def duration(start: float | None, end: float | None) -> str:
-    if start is None:
-        return "-"
-    seconds = (end or time.time()) - start
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f}m"
-    return f"{seconds / 3600:.1f}h"
 
 
 def resources_text(cpu_millicores: int, memory_bytes: int, device: DeviceSpec | None = None) -> str:
@@ -292,3 +233,8 @@ def watch(
             time.sleep(interval)
     except KeyboardInterrupt:
         return
+
+
+def resources_of(res: Any) -> str:
+    """A ``ResourceSpec``-like record (cpu_millicores, memory_bytes, device) as one phrase."""
+    return resources_text(res.cpu_millicores, res.memory_bytes, res.device)

@@ -6,6 +6,8 @@ from typing import Any
 
 import click
 
+from iris.cli.context import Ctx
+from iris.cli.output import output_option
 from iris.cluster.worker.config import WorkerConfigError, build_worker_config
 
 
@@ -75,3 +77,33 @@ def start(log_format: str | None, log_file: str | None, **flags: Any) -> None:
         click.echo(f"iris worker start: {exc}", err=True)
         raise SystemExit(2) from None
     raise SystemExit(code)
+
+
+@worker.command("list")
+@output_option
+@click.pass_obj
+def worker_list(obj: Ctx, fmt: str) -> None:
+    """Workers registered with the controller, their capacity and health."""
+    from iris.cli.output import ago, console, print_data, resources_of, styled, table
+
+    with obj.client() as client:
+        workers = client.workers()
+    if fmt in ("json", "yaml"):
+        print_data(workers, fmt)
+        return
+    if not workers.workers:
+        console.print("no workers registered")
+        return
+    t = table("WORKER", "STATUS", "ADDRESS", "CAPACITY", "USED", "TASKS", "LAST CONTACT", "ATTRIBUTES")
+    for w in workers.workers:
+        t.add_row(
+            w.worker_id,
+            styled(w.status.value),
+            w.address,
+            resources_of(w.capacity),
+            resources_of(w.used),
+            str(len(w.running_tasks)),
+            ago(w.last_contact_at),
+            " ".join(f"{k}={v}" for k, v in sorted(w.attributes.items())),
+        )
+    console.print(t)

@@ -9,11 +9,9 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from iris.client.job import Job
-from iris.client.local_cluster import LocalCluster
-from iris.client.workspace import Bundle, build_bundle, upload_bundle
 from iris.rpc.enums import PriorityBand
 from iris.rpc.errors import NotFound
 from iris.rpc.http import HttpClient
@@ -34,6 +32,10 @@ from iris.rpc.models import (
     SubmitResponse,
     WorkerList,
 )
+
+if TYPE_CHECKING:  # both are imported where used: a command line that only reads needs neither
+    from iris.client.local_cluster import LocalCluster
+    from iris.client.workspace import Bundle
 
 SUBMIT_MANY_CALL_BYTES = 2 * 1024 * 1024  # half the controller's request cap
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -78,6 +80,8 @@ class IrisClient:
     @contextmanager
     def local(cls, workers: int = 2, **cluster_options: Any) -> Iterator[IrisClient]:
         """Start a controller and ``workers`` worker daemons as subprocesses; stop them on exit."""
+        from iris.client.local_cluster import LocalCluster
+
         cluster = LocalCluster(workers=workers, **cluster_options)
         cluster.start()
         client = cls(cluster.url)
@@ -153,6 +157,8 @@ class IrisClient:
 
         Returns the bundle and whether it was uploaded now (False: the controller already had it).
         """
+        from iris.client.workspace import build_bundle, upload_bundle
+
         bundle = build_bundle(directory)
         return bundle, upload_bundle(self.url, bundle, token=self._token)
 

@@ -6,11 +6,14 @@ import os
 import socket
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from iris.client.client import IrisClient
 from iris.rpc.errors import FailedPrecondition
-from iris.rpc.models import EndpointInfo, EndpointRegistration
+
+if TYPE_CHECKING:  # imported where used: ``iris.client`` loads this module eagerly
+    from iris.client.client import IrisClient
+    from iris.rpc.models import EndpointInfo
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,8 @@ class IrisContext:
     @cached_property
     def client(self) -> IrisClient:
         """Submissions through this client become children of the running job."""
+        from iris.client.client import IrisClient
+
         return IrisClient(self.controller_url, token=os.environ.get("IRIS_TOKEN"), parent_job_id=self.job_id)
 
     def register_endpoint(
@@ -37,6 +42,8 @@ class IrisContext:
             if isinstance(port, str) and ":" in port
             else f"{advertise_host(self.controller_url)}:{int(port)}"
         )
+        from iris.rpc.models import EndpointInfo, EndpointRegistration
+
         reg = EndpointRegistration(
             name=name,
             address=address,

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from typing import Any, TypeVar
+from urllib.parse import urlencode, urlsplit
 
-import httpx
 from pydantic import BaseModel
 
 from iris.rpc.errors import Unavailable, error_from_body
+from iris.rpc.transport import KeepAliveTransport, TransportError
 
 M = TypeVar("M", bound=BaseModel)
 
 
 class HttpClient:
+    """Thread-safe: each thread keeps its own keep-alive connection to the controller."""
+
     def __init__(self, base_url: str, *, token: str | None = None, timeout_s: float = 30.0) -> None:
         self.base_url = base_url.rstrip("/")
-        headers = {"authorization": f"Bearer {token}"} if token else {}
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers)
+        parts = urlsplit(self.base_url)
+        self._address = f"https://{parts.netloc}" if parts.scheme == "https" else parts.netloc
+        if parts.scheme == "http" and parts.port is None:
+            self._address = f"{parts.netloc}:80"
+        self._prefix = parts.path
+        self._headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._transport = KeepAliveTransport(timeout_s=timeout_s)
 
     def request(
         self,
@@ -24,32 +34,34 @@ class HttpClient:
         path: str,
         *,
         json_body: Any = None,
-        params: Any = None,
+        params: Mapping[str, Any] | None = None,
         timeout: float | None = None,
     ) -> Any:
-        kwargs: dict[str, Any] = {"params": params}
-        if timeout is not None:
-            kwargs["timeout"] = timeout
+        body: bytes | None = None
         if isinstance(json_body, BaseModel):
-            kwargs["content"] = json_body.model_dump_json(exclude_none=True)
-            kwargs["headers"] = {"content-type": "application/json"}
+            body = json_body.model_dump_json(exclude_none=True).encode()
         elif json_body is not None:
-            kwargs["json"] = json_body
+            body = json.dumps(json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+        target = self._prefix + path
+        if params:
+            target += "?" + urlencode(_query(params), doseq=True)
         try:
-            resp = self._http.request(method, path, **kwargs)
-        except httpx.TimeoutException:
-            raise Unavailable(f"the controller at {self.base_url} did not answer in time") from None
-        except httpx.HTTPError:
+            reply = self._transport.request(
+                method, self._address, target, body, timeout_s=timeout, headers=self._headers
+            )
+        except TransportError as exc:
+            if exc.timed_out:
+                raise Unavailable(f"the controller at {self.base_url} did not answer in time") from None
             raise Unavailable(f"cannot reach the controller at {self.base_url}: is it running?") from None
-        if resp.status_code >= 400:
+        if reply.status >= 400:
             try:
-                body = resp.json()
+                error_body = json.loads(reply.body)
             except ValueError:
-                body = None
-            raise error_from_body(resp.status_code, body)
-        if resp.status_code == 204 or not resp.content:
+                error_body = None
+            raise error_from_body(reply.status, error_body)
+        if reply.status == 204 or not reply.body:
             return None
-        return resp.json()
+        return json.loads(reply.body)
 
     def get(self, path: str, model: type[M], **params: Any) -> M:
         return model.model_validate(
@@ -61,4 +73,23 @@ class HttpClient:
         return model.model_validate(data) if model is not None else data
 
     def close(self) -> None:
-        self._http.close()
+        self._transport.close()
+
+
+def _query(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Query values as the API reads them: booleans as true/false, lists as repeated keys."""
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, (list, tuple)):
+            out[key] = [_scalar(v) for v in value]
+        else:
+            out[key] = _scalar(value)
+    return out
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

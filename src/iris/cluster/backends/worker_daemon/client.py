@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from iris.cluster.backends.worker_daemon.transport import KeepAliveTransport, TransportError
 from iris.rpc.errors import Unavailable, error_from_body
 from iris.rpc.models import ExecRequest, ExecResponse, LogsResponse, ReconcileRequest, ReconcileResponse
 from iris.rpc.signing import sign_request, worker_secret
+from iris.rpc.transport import KeepAliveTransport, TransportError
 
 
 @dataclass(frozen=True, slots=True)
