@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from iris.cluster.controller.scheduler import Resources, TaskRequest, WorkerView
-from iris.cluster.controller.scheduler.queue import PendingQueue
+from iris.cluster.controller.scheduler.queue import FULL_PASS_SHARE, PendingQueue
 from iris.rpc.enums import PriorityBand
 
 GB = 1000**3
@@ -98,3 +98,45 @@ def test_forgotten_tasks_leave_the_parked_set() -> None:
     queue = parked_queue()
     queue.forget(["/u/big/0"])
     assert set(queue.parked) == {"/u/big/1"}
+
+
+def test_work_that_arrives_while_a_pass_runs_is_left_for_the_next_pass() -> None:
+    queue = parked_queue()
+    queue.job_submitted("/u/first")
+    scope = queue.scope([worker(0)], now=1.0)
+    queue.job_submitted("/u/second")  # committed after the pass read its snapshot
+    queue.task_pending_again("/u/big/0")
+    queue.passed(scope, [task("/u/first/0")], placed=[], now=1.0)
+    following = queue.scope([worker(0)], now=1.1)
+    assert not following.full and following.jobs == {"/u/second"} and following.tasks == {"/u/big/0"}
+    # The same when the pass is a full one.
+    queue.invalidate()
+    full = queue.scope([worker(0)], now=1.2)
+    queue.job_submitted("/u/third")
+    queue.passed(full, [task("/u/second/0"), task("/u/big/0"), task("/u/big/1")], placed=[], now=1.2)
+    assert queue.scope([worker(0)], now=1.3).jobs == {"/u/third"}
+
+
+def test_a_task_that_leaves_pending_while_a_pass_runs_is_not_parked_by_it() -> None:
+    queue = parked_queue()
+    queue.invalidate()
+    scope = queue.scope([worker(0)], now=1.0)
+    queue.forget(["/u/big/1"])  # its job was stopped after the pass read it as pending
+    queue.passed(scope, [task("/u/big/0"), task("/u/big/1")], placed=[], now=1.0)
+    assert set(queue.parked) == {"/u/big/0"}
+    queue.job_submitted("/u/new")
+    scoped = queue.scope([worker(0)], now=1.1)
+    queue.forget(["/u/new/0"])
+    queue.passed(scoped, [task("/u/new/0")], placed=[], now=1.1)
+    assert set(queue.parked) == {"/u/big/0"}
+
+
+
+def test_a_costly_full_pass_that_placed_nothing_comes_back_later_than_the_backoff() -> None:
+    queue = parked_queue()
+    scope = queue.scope([worker(0)], now=queue.full_due_at)
+    queue.passed(scope, [task("/u/big/0"), task("/u/big/1")], placed=[], now=10.0, took_s=3.0)
+    assert queue.full_due_at == 10.0 + 3.0 / FULL_PASS_SHARE  # far beyond the 4 s backoff
+    scope = queue.scope([worker(0)], now=queue.full_due_at)
+    queue.passed(scope, [task("/u/big/0")], placed=["/u/big/1"], now=80.0, took_s=3.0)
+    assert queue.full_due_at == 80.0 + queue.backoff_min_s  # progress: back to the short backoff

@@ -22,6 +22,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ from iris.cluster.controller.capacity import dry_run_from_groups, workers_misfit
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.effects import (
     Applied,
+    Assign,
     Change,
     Effects,
     Event,
@@ -58,6 +60,7 @@ from iris.cluster.controller.logstore.pod_collector import PodLogCollector
 from iris.cluster.controller.metrics import ControllerMetrics
 from iris.cluster.controller.round import RoundPlan
 from iris.cluster.controller.scheduler import PendingReason, Resources, TaskRequest, explain
+from iris.cluster.controller.scheduler.queue import PassScope, PendingQueue
 from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker
 from iris.cluster.types import JobName
 from iris.rpc.enums import (
@@ -168,7 +171,11 @@ class Controller:
         self._disk_full_logged = float("-inf")
         self._last_timeout_scan = 0.0
         self._next_autoscale = 0.0
-        self.last_unplaced: list[TaskRequest] = []
+        # WORKER: which pending tasks a pass looks at, so a round's work grows with what changed
+        # (new work, room for parked work), not with the queue (scheduler/queue.py).
+        self._queue = PendingQueue() if descriptor.kind is BackendKind.WORKER else None
+        self._queue_lock = threading.Lock()
+        self._last_pass_s = 0.0  # what the last queued pass cost (snapshot and kernel)
         self.last_pending: dict[str, PendingReason] = {}
         self.timeseries = TimeSeries()
         self.metrics = ControllerMetrics()
@@ -302,19 +309,21 @@ class Controller:
         deadlines = now - self._last_timeout_scan >= 0.25
         if deadlines:
             self._last_timeout_scan = now
+        queue = self._queue
+        scope: PassScope | None = None
         with self.db.read() as cur:
-            snap = store.round_snapshot(cur, now, with_fleet=worker_kind, with_deadlines=deadlines)
+            if queue is not None:
+                snap, scope = self._queued_snapshot(queue, cur, now, deadlines)
+            else:
+                snap = store.round_snapshot(cur, now, with_fleet=False, with_deadlines=deadlines)
         if not (snap.pending or snap.timed_out or snap.expired):
-            return RoundPlan(effects=Effects(), now=now, unplaced=[] if worker_kind else None)
+            return RoundPlan(effects=Effects(), now=now, unplaced=[] if worker_kind else None, scope=scope)
         specs = self._specs_for(
             {p.job_id: p.spec_json for p in snap.pending},
             [kernel.job_of(t.task_id) for t, _ in snap.timed_out],
         )
         if worker_kind:
-            healthy = {
-                w.worker_id for w in snap.workers if self.health.status(w.worker_id) is WorkerStatus.HEALTHY
-            }
-            plan = kernel.plan_round(snap, specs, healthy, now)
+            plan = kernel.plan_round(snap, specs, self._healthy(snap.workers), now)
         else:
             plan = RoundPlan(
                 effects=kernel.plan_pod_dispatch(snap, specs, now),
@@ -322,6 +331,9 @@ class Controller:
                 unplaced=None,
                 submitted_at={p.task_id: p.submitted_at for p in snap.pending},
             )
+        if scope is not None:
+            plan = replace(plan, scope=scope)
+            self._last_pass_s = time.perf_counter() - started
         if plan.victims:
             with self.db.read() as cur:
                 tasks = store.task_snapshots(cur, plan.victims)
@@ -333,15 +345,58 @@ class Controller:
             self.metrics.scheduling_pass_seconds.observe(time.perf_counter() - started)
         return plan
 
+    def _healthy(self, workers: Iterable[store.WorkerRow]) -> set[str]:
+        return {w.worker_id for w in workers if self.health.status(w.worker_id) is WorkerStatus.HEALTHY}
+
+    def _queued_snapshot(
+        self, queue: PendingQueue, cur: sqlite3.Cursor, now: float, deadlines: bool
+    ) -> tuple[store.RoundSnapshot, PassScope | None]:
+        """The round's snapshot with only the pending tasks the queue says this pass must see."""
+        with self._queue_lock:
+            idle = queue.idle(now)
+        if idle:  # nothing new, nothing parked: only deadlines to look at
+            return store.round_snapshot(cur, now, with_deadlines=deadlines, only=(set(), set())), None
+        fleet = store.fleet(cur)
+        views, _ = kernel.fleet_views(fleet.workers, fleet.usage, self._healthy(fleet.workers))
+        with self._queue_lock:
+            scope = queue.scope(views, now)
+        only = None if scope.full else (scope.jobs, scope.tasks)
+        snap = store.round_snapshot(cur, now, with_deadlines=deadlines, known_fleet=fleet, only=only)
+        return snap, scope
+
+    def _passed(self, queue: PendingQueue, scope: PassScope, plan: RoundPlan) -> None:
+        """Tell the queue what a committed pass placed and left; keep the pending reasons it found.
+
+        Recorded after the commit: a pass whose commit failed leaves its new work new."""
+        with self._queue_lock:
+            queue.passed(scope, plan.unplaced or [], plan.placed, plan.now, took_s=self._last_pass_s)
+            for job_id in plan.waiting_gangs:  # members wait for their gang to stop: look again
+                queue.job_submitted(job_id)
+        if scope.full:
+            self.last_pending = dict(plan.pending)
+        else:
+            for task_id in plan.submitted_at:  # every pending task the pass read
+                self.last_pending.pop(task_id, None)
+            self.last_pending.update(plan.pending)
+
+    @property
+    def last_unplaced(self) -> list[TaskRequest]:
+        """Every pending task the last passes could not place: the autoscaler's demand."""
+        if self._queue is None:
+            return []
+        with self._queue_lock:
+            return self._queue.unplaced()
+
     def apply_round(self, plan: RoundPlan) -> bool:
         """Commit a round's decisions; any that a newer state overtook are dropped."""
-        if plan.unplaced is not None:
-            self.last_unplaced = plan.unplaced
-            self.last_pending = plan.pending
         if not plan.effects:
+            if self._queue is not None and plan.scope is not None:
+                self._passed(self._queue, plan.scope, plan)
             return False
         with self.db.transaction() as cur:
             applied = self._commit(cur, plan.effects, plan.now)
+        if self._queue is not None and plan.scope is not None:
+            self._passed(self._queue, plan.scope, plan)
         for task_id, (_, number) in applied.attempts.items():
             submitted = plan.submitted_at.get(task_id)
             if number == 0 and submitted is not None:
@@ -371,6 +426,8 @@ class Controller:
         return applied
 
     def _after_commit(self, applied: Applied) -> None:
+        if self._queue is not None:
+            self._tell_queue(self._queue, applied)
         if applied.workers:
             with self._signal_lock:
                 self._dirty_workers |= applied.workers
@@ -405,6 +462,32 @@ class Controller:
                         f": {w.error}" if w.error else "",
                         extra={"job_id": w.job_id},
                     )
+
+    def _tell_queue(self, queue: PendingQueue, applied: Applied) -> None:
+        """New work (submissions, tasks back to PENDING, placements a newer state overtook) and
+        tasks that left PENDING, for the pending queue."""
+        submitted: list[str] = []
+        again: list[str] = []
+        left: list[str] = []
+        for change in applied.changes:
+            for w in change.writes:
+                if isinstance(w, InsertJob):
+                    submitted.append(w.job_id)
+                elif isinstance(w, Assign):
+                    left.append(w.task_id)
+                elif isinstance(w, MoveTask) and (w.before.state is TaskState.PENDING) != (
+                    w.after.state is TaskState.PENDING
+                ):
+                    (again if w.after.state is TaskState.PENDING else left).append(w.before.task_id)
+        again += [w.task_id for change in applied.dropped for w in change.writes if isinstance(w, Assign)]
+        if not (submitted or again or left):
+            return
+        with self._queue_lock:
+            queue.forget(left)
+            for job_id in submitted:
+                queue.job_submitted(job_id)
+            for task_id in again:
+                queue.task_pending_again(task_id)
 
     def _housekeeping(self, now: float) -> None:
         """Unused bundles, at most once a minute (the store keeps the clock)."""

@@ -42,6 +42,7 @@ from iris.cluster.controller.scheduler import (
     WorkerView,
     schedule,
 )
+from iris.cluster.controller.scheduler.queue import PassScope
 from iris.cluster.controller.store import (
     AttemptUsage,
     JobRollup,
@@ -95,6 +96,10 @@ class RoundPlan:
     victims: dict[str, str] = field(default_factory=dict)
     # Submission times of the tasks considered (task id -> time), for dispatch latency.
     submitted_at: dict[str, float] = field(default_factory=dict)
+    placed: frozenset[str] = frozenset()  # the tasks given a worker
+    waiting_gangs: frozenset[str] = frozenset()  # gangs whose earlier members are still stopping
+    # WORKER: what the pending queue let this pass see (the controller records it once committed).
+    scope: PassScope | None = None
 
     def with_effects(self, more: Effects) -> RoundPlan:
         return replace(self, effects=self.effects + more)
@@ -219,6 +224,8 @@ def plan_round(
         pending=dict(result.pending),
         victims=victims,
         submitted_at={p.task_id: p.submitted_at for p in snap.pending},
+        placed=frozenset(placed),
+        waiting_gangs=frozenset(p.job_id for p in waiting),
     )
 
 

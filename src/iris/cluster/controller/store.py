@@ -15,6 +15,7 @@ import logging
 import secrets
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from iris.cluster.controller.effects import (
@@ -848,6 +849,47 @@ def pending_tasks(cur: sqlite3.Cursor, limit: int = 100_000) -> list[PendingTask
         rows = cur.execute(
             f"SELECT {_PENDING_COLUMNS} FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE t.state = 'PENDING'"
         )
+    return _pending_rows(rows)
+
+
+def pending_tasks_of(cur: sqlite3.Cursor, jobs: Iterable[str], tasks: Iterable[str]) -> list[PendingTask]:
+    """The PENDING tasks of ``jobs``, and those of ``tasks`` still PENDING (a pass over new work).
+
+    A gang is placed whole, so a gang member brings every pending member of its job."""
+    job_ids = set(jobs)
+    singles = []
+    for chunk in _chunks(sorted(set(tasks))):
+        for r in cur.execute(
+            _PENDING_IN_SQL.format(column="t.task_id", marks=",".join("?" * len(chunk))), chunk
+        ):
+            if r[1] in job_ids:
+                continue
+            if r[9]:  # group_by: the task's job is a gang
+                job_ids.add(r[1])
+            else:
+                singles.append(r)
+    rows = [
+        r
+        for chunk in _chunks(sorted(job_ids))
+        for r in cur.execute(
+            _PENDING_IN_SQL.format(column="t.job_id", marks=",".join("?" * len(chunk))), chunk
+        )
+    ]
+    return _pending_rows(rows + singles)
+
+
+_PENDING_IN_SQL = (
+    f"SELECT {_PENDING_COLUMNS} FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
+    " WHERE {column} IN ({marks}) AND t.state = 'PENDING'"
+)
+
+
+def _chunks(values: Sequence[str], size: int = 500) -> Iterator[list[str]]:
+    for start in range(0, len(values), size):
+        yield list(values[start : start + size])
+
+
+def _pending_rows(rows: Iterable[sqlite3.Row]) -> list[PendingTask]:
     per_job: dict[str, tuple[PriorityBand, Resources]] = {}
     out = []
     for r in rows:
@@ -881,15 +923,37 @@ def worker_usage(cur: sqlite3.Cursor) -> list[AttemptUsage]:
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The workers and what their unreleased attempts hold: what a pass places against."""
+
+    workers: list[WorkerRow]
+    usage: list[AttemptUsage]
+
+
+def fleet(cur: sqlite3.Cursor) -> Fleet:
+    return Fleet(list_workers(cur), worker_usage(cur))
+
+
 def round_snapshot(
-    cur: sqlite3.Cursor, now: float, *, with_fleet: bool = True, with_deadlines: bool = True
+    cur: sqlite3.Cursor,
+    now: float,
+    *,
+    with_fleet: bool = True,
+    with_deadlines: bool = True,
+    known_fleet: Fleet | None = None,
+    only: tuple[AbstractSet[str], AbstractSet[str]] | None = None,
 ) -> RoundSnapshot:
-    """Everything one scheduling pass decides from, read at once."""
-    pending = pending_tasks(cur)
+    """Everything one scheduling pass decides from, read at once.
+
+    ``only`` = (jobs, tasks): the pass considers just these jobs' and tasks' pending tasks (new
+    work, see scheduler/queue.py); None: every pending task. ``known_fleet`` was read in the same
+    read (the queue needed it to decide ``only``)."""
+    pending = pending_tasks(cur) if only is None else pending_tasks_of(cur, *only)
     gang_jobs = {p.job_id for p in pending if p.group_by}
     stopping = frozenset(jobs_with_live_attempts(cur, gang_jobs)) if gang_jobs else frozenset()
-    workers = list_workers(cur) if with_fleet and pending else []
-    usage = worker_usage(cur) if with_fleet and pending else []
+    fleet_now = known_fleet or (fleet(cur) if with_fleet and pending else Fleet([], []))
+    workers, usage = (fleet_now.workers, fleet_now.usage) if pending else ([], [])
     timed_out: list[tuple[TaskSnapshot, AttemptSnapshot | None]] = []
     expired: list[tuple[TaskSnapshot, AttemptSnapshot | None, str | None]] = []
     if with_deadlines:

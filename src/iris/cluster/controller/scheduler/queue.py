@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 
 from .model import Resources, TaskRequest, WorkerView
 
+FULL_PASS_SHARE = 0.05  # at most this share of the loop's time goes to full passes that place nothing
+
 
 @dataclass(frozen=True)
 class PassScope:
@@ -52,6 +54,7 @@ class PendingQueue:
     full_due_at: float = 0.0  # 0: a full pass is due now (nothing is known yet)
     _shapes: Counter[Resources] = field(default_factory=Counter)  # parked tasks by resource shape
     _free: dict[str, Resources] = field(default_factory=dict)  # each worker's free room, last round
+    _left_during_pass: set[str] = field(default_factory=set)  # left PENDING since the last scope
 
     # ---- signals from the shell
 
@@ -66,42 +69,65 @@ class PendingQueue:
         """Tasks that left PENDING (killed, placed elsewhere): no longer parked."""
         for task_id in task_ids:
             self._unpark(task_id)
+            self._left_during_pass.add(task_id)  # a pass that read it before it left: not parked
 
     def invalidate(self) -> None:
         self.full_due_at = 0.0
 
     # ---- decisions
 
+    def idle(self, now: float) -> bool:
+        """Nothing parked, nothing new and no full pass due: a pass now would consider nothing."""
+        return not self.parked and not self.dirty_jobs and not self.dirty_tasks and now < self.full_due_at
+
     def scope(self, views: Sequence[WorkerView], now: float) -> PassScope:
-        """What the next pass must consider, given the fleet as it is now."""
+        """What the next pass must consider, given the fleet as it is now.
+
+        The scope names the new work known now (also when full): ``passed`` clears only that,
+        so work that arrives while the pass runs is looked at by the next one.
+        """
         grown = self._room_grew_for_parked(views)  # always: it also records the fleet's free room
-        if grown or now >= self.full_due_at:
-            return PassScope(full=True)
-        return PassScope(full=False, jobs=frozenset(self.dirty_jobs), tasks=frozenset(self.dirty_tasks))
+        self._left_during_pass = set()
+        full = grown or now >= self.full_due_at
+        return PassScope(full=full, jobs=frozenset(self.dirty_jobs), tasks=frozenset(self.dirty_tasks))
 
     def passed(
-        self, scope: PassScope, considered: Sequence[TaskRequest], placed: Iterable[str], now: float
+        self,
+        scope: PassScope,
+        considered: Sequence[TaskRequest],
+        placed: Iterable[str],
+        now: float,
+        *,
+        took_s: float = 0.0,
     ) -> None:
-        """Record a pass over ``considered`` (the scope's pending tasks) that placed ``placed``."""
+        """Record a pass over ``considered`` (the scope's pending tasks) that placed ``placed``.
+
+        ``considered`` may leave out the placed ones (they are never parked either way).
+        ``took_s``: what the pass cost; a full pass that placed nothing comes back no sooner than
+        ``FULL_PASS_SHARE`` of the time allows (a huge backlog must not keep the loop busy).
+        """
         placed_ids = set(placed)
+        gone = placed_ids | self._left_during_pass
         if scope.full:
-            self.parked = {r.task_id: r for r in considered if r.task_id not in placed_ids}
-            self._shapes = Counter(r.resources for r in self.parked.values())
+            self.parked = {r.task_id: r for r in considered if r.task_id not in gone}
+            self._shapes = _shape_counts(self.parked.values())
             # Backoff grows only while full passes achieve nothing.
             self.backoff_s = (
                 self.backoff_min_s
                 if placed_ids
                 else min(self.backoff_max_s, max(self.backoff_min_s, self.backoff_s * 2))
             )
-            self.full_due_at = now + self.backoff_s
+            self.full_due_at = now + max(self.backoff_s, 0.0 if placed_ids else took_s / FULL_PASS_SHARE)
         else:
             for r in considered:
                 self._unpark(r.task_id)
-                if r.task_id not in placed_ids:
+                if r.task_id not in gone:
                     self.parked[r.task_id] = r
                     self._shapes[r.resources] += 1
-        self.dirty_jobs.clear()
-        self.dirty_tasks.clear()
+            for task_id in placed_ids:
+                self._unpark(task_id)
+        self.dirty_jobs -= scope.jobs
+        self.dirty_tasks -= scope.tasks
 
     def unplaced(self) -> list[TaskRequest]:
         """Every parked task: the autoscaler's demand."""
@@ -138,6 +164,27 @@ class PendingQueue:
 
 
 _NOTHING = Resources(0, 0, 0)
+
+
+def _shape_counts(requests: Iterable[TaskRequest]) -> Counter[Resources]:
+    """Parked tasks by shape. A job's tasks share one shape, so count by job id (a cached string
+    hash) and hash each shape once: a full pass can park 100,000 tasks."""
+    per_job: dict[str, int] = {}
+    shape_of: dict[str, Resources] = {}
+    for r in requests:
+        n = per_job.get(r.job_id)
+        if n is None:
+            per_job[r.job_id] = 1
+            shape_of[r.job_id] = r.resources
+        elif (shape := shape_of[r.job_id]) is r.resources or shape == r.resources:
+            per_job[r.job_id] = n + 1
+        else:  # never expected: then count it apart, exactly
+            shape_of[r.task_id] = r.resources
+            per_job[r.task_id] = 1
+    counts: Counter[Resources] = Counter()
+    for key, n in per_job.items():
+        counts[shape_of[key]] += n
+    return counts
 
 
 def _grew(now: Resources, before: Resources) -> bool:
