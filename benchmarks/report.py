@@ -95,7 +95,12 @@ class Figure:
         return "PASS" if self.target.met(self.median) else "MISS"
 
     def line(self) -> str:
-        runs = ", ".join(_fmt(r) for r in self.runs)
+        if len(self.runs) > 12:  # many samples (rounds in a window): their spread, not each one
+            ordered = sorted(self.runs)
+            p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+            runs = f"min {_fmt(ordered[0])}, p99 {_fmt(p99)}, max {_fmt(ordered[-1])}"
+        else:
+            runs = ", ".join(_fmt(r) for r in self.runs)
         target = f"   target {self.target.op} {_fmt(self.target.value)} {self.unit}" if self.target else ""
         return (
             f"figure: [{self.verdict}] {self.name}: {_fmt(self.median)} {self.unit}"

@@ -183,6 +183,7 @@ class Controller:
             "rounds": 0,
             "last_round_ms": 0.0,
             "last_schedule_ms": 0.0,
+            "last_pass_tasks": 0,  # pending tasks the last scheduling pass read
             "last_reconcile_ms": 0.0,
             "dropped_changes": 0,
             "refused_changes": 0,
@@ -316,6 +317,7 @@ class Controller:
                 snap, scope = self._queued_snapshot(queue, cur, now, deadlines)
             else:
                 snap = store.round_snapshot(cur, now, with_fleet=False, with_deadlines=deadlines)
+        self.round_stats["last_pass_tasks"] = len(snap.pending)
         if not (snap.pending or snap.timed_out or snap.expired):
             return RoundPlan(effects=Effects(), now=now, unplaced=[] if worker_kind else None, scope=scope)
         specs = self._specs_for(
