@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 T = TypeVar("T")
+
+# A shell without job control starts background commands with SIGINT ignored, and the ignored
+# disposition survives exec into every child: tests that press Ctrl-C on a child (``iris job
+# run``, ``cluster start``, ``job list --watch``) would hang on a signal nobody receives.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def wait_until(
