@@ -138,18 +138,21 @@ def main() -> None:
             api_times.append(time.perf_counter() - start)
         assert [line.line for line in page.lines][-1] == "flood done"
         env = {**os.environ, "IRIS_CONTROLLER_URL": cluster.url}
+        cli_times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            cli = subprocess.run(
+                [sys.executable, "-m", "iris.cli.main", "job", "logs", flood.job_id, "--tail", "3"],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
+            cli_times.append(time.perf_counter() - start)
+            assert cli.stdout.splitlines()[-1] == "flood done", cli.stderr
+        cli_s = statistics.median(cli_times)
         start = time.perf_counter()
-        cli = subprocess.run(
-            [sys.executable, "-m", "iris.cli.main", "job", "logs", flood.job_id, "--tail", "3"],
-            capture_output=True,
-            text=True,
-            env=env,
-        )
-        cli_s = time.perf_counter() - start
-        assert cli.stdout.splitlines()[-1] == "flood done", cli.stderr
-        start = time.perf_counter()
-        subprocess.run([sys.executable, "-c", "import iris.cli.main"], env=env, check=True)
-        import_s = time.perf_counter() - start
+        subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+        python_s = time.perf_counter() - start
         stored = sum(p.stat().st_size for p in (Path(tmp) / "controller" / "logs").rglob("*.jsonl"))
 
         print(
@@ -162,8 +165,9 @@ def main() -> None:
             f" max {max(api_times) * 1000:.1f} ms   target < 500 ms   {'OK' if max(api_times) < 0.5 else 'MISSED'}"
         )
         print(
-            f"    the whole command took {cli_s:.2f}s, of which {import_s:.2f}s is Python importing the CLI"
-            f" ({cli_s - import_s:.2f}s beyond the imports)"
+            f"    the whole command (5 runs): median {cli_s:.2f}s, max {max(cli_times):.2f}s"
+            f"   target < 0.5 s   {'OK' if cli_s < 0.5 else 'MISSED'}"
+            f" (a bare Python start here takes {python_s:.2f}s)"
         )
         if latencies:
             worst = max(latencies)

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from iris.rpc.http import HttpClient
 from iris.rpc.units import parse_bytes, parse_cpu_millicores
 
 DEFAULT_CONTROLLER = "http://127.0.0.1:10000"
@@ -30,6 +31,10 @@ class Ctx:
         from iris.client import IrisClient
 
         return IrisClient(self.controller, token=os.environ.get("IRIS_TOKEN"))
+
+    def http(self) -> HttpClient:
+        """The controller's API as plain JSON, without the SDK's models (commands that only print)."""
+        return HttpClient(self.controller, token=os.environ.get("IRIS_TOKEN"))
 
 
 def check_url(url: str, where: str) -> str:
@@ -109,7 +114,10 @@ def check_task(detail: Any, index: int) -> Any:
     for task in detail.tasks:
         if task.task_index == index:
             return task
-    count = len(detail.tasks)
+    raise no_such_task(detail.job_id, len(detail.tasks), index)
+
+
+def no_such_task(job_id: str, count: int, index: int) -> click.BadParameter:
     which = (
         "it has no tasks yet"
         if not count
@@ -117,7 +125,7 @@ def check_task(detail: Any, index: int) -> Any:
         if count == 1
         else f"its tasks are 0-{count - 1}"
     )
-    raise click.BadParameter(f"job {detail.job_id} has no task {index}; {which}", param_hint="--task")
+    return click.BadParameter(f"job {job_id} has no task {index}; {which}", param_hint="--task")
 
 
 def resolve_short_name(client: Any, name: str) -> str:

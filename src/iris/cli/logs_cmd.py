@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from iris.cli.context import Ctx, check_task, complete_job_id, job_id_of
+from iris.cli.context import Ctx, complete_job_id, job_id_of, no_such_task
 from iris.cli.text import duration, parse_since, safe_line, strip_ansi
+from iris.client.log_pages import log_pages, task_path
 from iris.rpc.enums import TERMINAL_JOB_STATES
 
 if TYPE_CHECKING:
-    from iris.rpc.log_models import StoredLine
     from iris.rpc.models import JobDetail
 
 
@@ -30,20 +30,21 @@ def collapse_progress(text: str) -> str:
     return parts[-1] if parts else ""
 
 
-def _prefix(line: StoredLine, job_id: str, children: bool) -> str:
+def _prefix(line: dict[str, Any], job_id: str, children: bool) -> str:
     if not children:
-        return f"[task {line.task_index}] "
-    relative = line.task_id.removeprefix(job_id).lstrip("/")
+        return f"[task {line['task_index']}] "
+    relative = str(line["task_id"]).removeprefix(job_id).lstrip("/")
     return f"[{relative}] "
 
 
-def write_line(entry: StoredLine, *, prefix: str, timestamps: bool, color: bool) -> None:
-    """One log line, verbatim (never interpreted as markup), stderr lines to stderr."""
-    text = entry.line if color else strip_ansi(entry.line)
+def write_line(entry: dict[str, Any], *, prefix: str, timestamps: bool, color: bool) -> None:
+    """One stored log line (as the API answers it), verbatim (never interpreted as markup),
+    stderr lines to stderr."""
+    text = entry["line"] if color else strip_ansi(entry["line"])
     if timestamps:
-        stamp = datetime.fromtimestamp(entry.ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        stamp = datetime.fromtimestamp(entry["ts"], UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         text = f"{stamp} {text}"
-    stream = sys.stderr if entry.stream == "stderr" else sys.stdout
+    stream = sys.stderr if entry["stream"] == "stderr" else sys.stdout
     stream.write(safe_line(prefix + text) + "\n")
 
 
@@ -127,12 +128,19 @@ def job_logs(
         raise click.BadParameter(str(exc), param_hint="--since") from None
     if attempt is not None and attempt != "all" and not attempt.isdigit():
         raise click.BadParameter("expected a number or 'all'", param_hint="--attempt")
-    with obj.client() as client:
-        handle = client.job(job_id_of(job_id, client))
-        detail = handle.detail()
+    if "/" in job_id:
+        full_id = job_id_of(job_id)
+    else:  # a bare name: the controller is asked which job (the SDK's client, rarely needed)
+        with obj.client() as client:
+            full_id = job_id_of(job_id, client)
+    # Plain JSON, not the SDK's models: the command then starts without pydantic.
+    with obj.http() as http:
+        detail = http.request("GET", f"/api/v1/jobs/{task_path(full_id)}", params={"task_limit": 0})
+        canonical, replicas = str(detail["job_id"]), int(detail["replicas"])
         for index in tasks:
-            check_task(detail, index)
-        multi = include_children or (detail.replicas > 1 and len(tasks) != 1)
+            if not 0 <= index < replicas:
+                raise no_such_task(canonical, replicas, index)
+        multi = include_children or (replicas > 1 and len(tasks) != 1)
         filters: dict[str, Any] = {
             "since": since_ts,
             "grep": grep,
@@ -143,9 +151,10 @@ def job_logs(
             "include_system": include_system,
         }
         try:
-            for line in handle.iter_logs(follow=follow, tail=tail, **filters):
-                prefix = _prefix(line, detail.job_id, include_children) if multi else ""
-                write_line(line, prefix=prefix, timestamps=timestamps, color=color)
+            for page in log_pages(http, canonical, follow=follow, tail=tail, **filters):
+                for line in page["lines"]:
+                    prefix = _prefix(line, canonical, include_children) if multi else ""
+                    write_line(line, prefix=prefix, timestamps=timestamps, color=color)
                 sys.stdout.flush()
         except KeyboardInterrupt:
             pass

@@ -6,6 +6,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from iris.client.log_pages import log_pages, read_log_page, task_path
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
 from iris.rpc.errors import IrisError
 from iris.rpc.log_models import JobLogsResponse, JobSummary, StoredLine
@@ -29,8 +30,7 @@ class JobTimeout(IrisError):
     code = "timeout"
 
 
-def task_path(task_id: str) -> str:
-    return task_id.lstrip("/")
+__all__ = ["Job", "JobTimeout", "select_lines", "task_path"]
 
 
 # Where reading stopped in each task attempt's log: (task index, attempt uid) -> next offset.
@@ -134,38 +134,32 @@ class Job:
         ``tail`` is per task; ``grep`` a regular expression; ``after`` the previous answer's
         ``cursor`` (only newer lines, waiting up to ``wait_s`` for one).
         """
-        params: dict[str, Any] = {
-            "tail": tail,
-            "since": since,
-            "until": until,
-            "grep": grep,
-            "ignore_case": ignore_case or None,
-            "task": list(tasks) if tasks else None,
-            "attempt": attempt,
-            "include_children": include_children or None,
-            "include_system": include_system or None,
-            "after": after,
-            "wait_s": wait_s,
-            "limit": limit,
-        }
-        return self.client.http.get(f"/api/v1/jobs/{task_path(self.job_id)}:logs", JobLogsResponse, **params)
+        return JobLogsResponse.model_validate(
+            read_log_page(
+                self.client.http,
+                self.job_id,
+                tail=tail,
+                since=since,
+                until=until,
+                grep=grep,
+                ignore_case=ignore_case,
+                tasks=tasks,
+                attempt=attempt,
+                include_children=include_children,
+                include_system=include_system,
+                after=after,
+                wait_s=wait_s,
+                limit=limit,
+            )
+        )
 
     def iter_logs(
         self, *, follow: bool = False, tail: int | None = None, **filters: Any
     ) -> Iterator[StoredLine]:
         """Every selected line (or the last ``tail`` per task), then with ``follow`` new ones until
         the job has ended and its logs are complete. Lines of several tasks interleave by time."""
-        if tail is not None:
-            page = self.query_logs(tail=tail, **filters)
-        else:
-            page = self.query_logs(after="", **filters)
-        while True:
-            yield from page.lines
-            if page.complete and not page.lines:
-                return
-            if not page.lines and not follow:
-                return
-            page = self.query_logs(after=page.cursor, wait_s=1.0 if follow else None, **filters)
+        for page in log_pages(self.client.http, self.job_id, follow=follow, tail=tail, **filters):
+            yield from JobLogsResponse.model_validate(page).lines
 
     def summary(self) -> JobSummary:
         """Per task: state, exit code, attempts, duration, CPU time, peak memory against the limit."""
