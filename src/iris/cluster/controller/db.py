@@ -204,6 +204,14 @@ MIGRATIONS: list[str] = [
     ALTER TABLE tasks ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE attempts ADD COLUMN version INTEGER NOT NULL DEFAULT 0;
     """,
+    # 7: the deadline scans (every 0.25 s) start from the few live jobs that have a deadline, not
+    # from every PENDING task (100 ms a scan with 200,000 of them)
+    """
+    CREATE INDEX jobs_live_with_timeout ON jobs(job_id)
+        WHERE timeout_s IS NOT NULL AND state IN ('PENDING', 'RUNNING');
+    CREATE INDEX jobs_unstarted_with_deadline ON jobs(scheduling_deadline)
+        WHERE scheduling_deadline IS NOT NULL AND started_at IS NULL AND state IN ('PENDING', 'RUNNING');
+    """,
 ]
 
 

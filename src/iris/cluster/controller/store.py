@@ -960,15 +960,21 @@ def round_snapshot(
         late = [
             r[0]
             for r in cur.execute(
-                "SELECT t.task_id FROM tasks t JOIN jobs j ON j.job_id = t.job_id WHERE j.timeout_s IS NOT NULL"
+                # Jobs outermost, through the partial index of live jobs with a timeout (db.py
+                # migration 7), then each one's tasks: never a walk of every PENDING task.
+                "SELECT t.task_id FROM jobs j INDEXED BY jobs_live_with_timeout"
+                " CROSS JOIN tasks t INDEXED BY tasks_job ON t.job_id = j.job_id"
+                " WHERE j.timeout_s IS NOT NULL AND j.state IN ('PENDING', 'RUNNING')"
                 " AND t.state = 'RUNNING' AND t.started_at IS NOT NULL AND ? - t.started_at > j.timeout_s",
                 (now,),
             )
         ]
         rows = cur.execute(
-            "SELECT t.task_id, t.pending_reason FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
-            " WHERE j.scheduling_deadline IS NOT NULL AND j.scheduling_deadline < ?"
-            " AND t.state IN ('PENDING', 'ASSIGNED') AND j.started_at IS NULL",
+            "SELECT t.task_id, t.pending_reason FROM jobs j INDEXED BY jobs_unstarted_with_deadline"
+            " CROSS JOIN tasks t INDEXED BY tasks_job ON t.job_id = j.job_id"
+            " WHERE j.scheduling_deadline IS NOT NULL AND j.started_at IS NULL"
+            " AND j.state IN ('PENDING', 'RUNNING') AND j.scheduling_deadline < ?"
+            " AND t.state IN ('PENDING', 'ASSIGNED')",
             (now,),
         ).fetchall()
         reasons = {r[0]: r[1] for r in rows}
