@@ -3,7 +3,7 @@
 A controller process with 16 simulated workers (each run reports RUNNING for 0.8 s, then
 SUCCEEDED) and a backlog of 5,000 pending lower-band tasks that never fit; 8 client threads
 submit 200 jobs and stop 100 of them at random moments. For every stop answered KILLED: the job
-ends KILLED, none of its tasks SUCCEEDED, no attempt is created after the stop, and an attempt
+ends KILLED, no task of it succeeds after the stop, no attempt is created after it, and an attempt
 already on its way to a worker (its run read before the stop) is told to stop by the very next
 reconcile that names it. Every job
 ends terminal and no terminal task is reopened (from the attempts and the events).
@@ -126,7 +126,16 @@ def test_stops_at_random_moments_never_leave_a_killed_job_running(tmp_path: Path
     for job_id in killed:
         detail, at = details[job_id], stopped[job_id][1]
         assert detail.state is JobState.KILLED, job_id
-        assert all(t.state is not TaskState.SUCCEEDED for t in detail.tasks), (job_id, detail.tasks)
+        # A task may have succeeded before the stop landed (tasks take 0.8 s, stops come up to 1 s
+        # after the submit); none may succeed after it: a success folded over the stop.
+        assert detail.finished_at is not None and detail.finished_at <= at, job_id
+        late = [
+            t
+            for t in detail.tasks
+            if t.state is TaskState.SUCCEEDED
+            and (t.finished_at is None or t.finished_at > detail.finished_at)
+        ]
+        assert not late, (job_id, late)
         for task in detail.tasks:
             for attempt in task.attempts:
                 assert attempt.created_at <= at, f"{job_id} got a new attempt after its stop was answered"
