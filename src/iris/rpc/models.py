@@ -29,8 +29,7 @@ from iris.rpc.units import parse_bytes, parse_cpu_millicores
 
 class WireModel(BaseModel):
     # NaN and Infinity are never meaningful quantities, durations or times on the wire.
-    # Schemas build on first use: a command line that reads one model does not build them all.
-    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False, defer_build=True)
+    model_config = ConfigDict(extra="forbid", frozen=False, allow_inf_nan=False)
 
 
 # A process's argv and environment share the kernel's ARG_MAX (2 MiB on Linux); a task's own
