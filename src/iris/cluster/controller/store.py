@@ -858,35 +858,21 @@ def pending_tasks_of(cur: sqlite3.Cursor, jobs: Iterable[str], tasks: Iterable[s
     A gang is placed whole, so a gang member brings every pending member of its job."""
     job_ids = set(jobs)
     singles = []
-    for chunk in _chunks(sorted(set(tasks))):
-        for r in cur.execute(
-            _PENDING_IN_SQL.format(column="t.task_id", marks=",".join("?" * len(chunk))), chunk
-        ):
-            if r[1] in job_ids:
-                continue
-            if r[9]:  # group_by: the task's job is a gang
-                job_ids.add(r[1])
-            else:
-                singles.append(r)
-    rows = [
-        r
-        for chunk in _chunks(sorted(job_ids))
-        for r in cur.execute(
-            _PENDING_IN_SQL.format(column="t.job_id", marks=",".join("?" * len(chunk))), chunk
-        )
-    ]
+    for r in select_in(cur, _PENDING_IN_SQL.format(column="t.task_id"), sorted(set(tasks))):
+        if r[1] in job_ids:
+            continue
+        if r[9]:  # group_by: the task's job is a gang
+            job_ids.add(r[1])
+        else:
+            singles.append(r)
+    rows = list(select_in(cur, _PENDING_IN_SQL.format(column="t.job_id"), sorted(job_ids)))
     return _pending_rows(rows + singles)
 
 
 _PENDING_IN_SQL = (
     f"SELECT {_PENDING_COLUMNS} FROM tasks t JOIN jobs j ON j.job_id = t.job_id"
-    " WHERE {column} IN ({marks}) AND t.state = 'PENDING'"
+    " WHERE {column} IN (:ids) AND t.state = 'PENDING'"
 )
-
-
-def _chunks(values: Sequence[str], size: int = 500) -> Iterator[list[str]]:
-    for start in range(0, len(values), size):
-        yield list(values[start : start + size])
 
 
 def _pending_rows(rows: Iterable[sqlite3.Row]) -> list[PendingTask]:
