@@ -14,6 +14,7 @@ import pytest
 
 from iris.rpc.errors import FailedPrecondition, NotFound, Unavailable
 from iris.rpc.http import HttpClient
+from iris.rpc.transport import KeepAliveTransport, TransportError
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -124,6 +125,24 @@ def test_no_server_and_a_silent_server_each_say_so_in_one_sentence(server: str) 
         HttpClient(f"http://127.0.0.1:{free}").request("GET", "/ping")
     with pytest.raises(Unavailable, match="did not answer in time"):
         HttpClient(server, timeout_s=0.3).request("GET", "/slow")
+
+
+def test_a_failed_call_says_whether_its_request_may_have_arrived(server: str) -> None:
+    """A refused connection surely delivered nothing; a request sent whose answer never came may
+    have been acted on (the controller's reaping depends on telling these apart)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    transport = KeepAliveTransport(timeout_s=0.3)
+    address = server.removeprefix("http://")
+    with pytest.raises(TransportError) as refused:
+        transport.request("GET", f"127.0.0.1:{free}", "/ping")
+    assert refused.value.sent is False
+    with pytest.raises(TransportError) as silent:
+        transport.request("GET", address, "/slow")
+    assert silent.value.sent is True and silent.value.timed_out
+    assert any(path == "/slow" for _, path, _, _ in _Handler.seen)  # it did arrive
+    transport.close()
 
 
 def test_a_call_interrupted_by_ctrl_c_leaves_the_client_usable(server: str) -> None:

@@ -148,8 +148,12 @@ class WorkerProcess:
         # The same worker, reached by anyone else on the machine: no signature.
         self.stranger = httpx.Client(base_url=f"http://{self.address}", timeout=10)
 
-    def reconcile(self, attempts: list[DesiredAttempt], worker_id: str | None = None) -> ReconcileResponse:
-        request = ReconcileRequest(worker_id=worker_id or self.worker_id, attempts=attempts)
+    def reconcile(
+        self, attempts: list[DesiredAttempt], worker_id: str | None = None, *, renew_lease: bool = True
+    ) -> ReconcileResponse:
+        request = ReconcileRequest(
+            worker_id=worker_id or self.worker_id, attempts=attempts, renew_lease=renew_lease
+        )
         answer = self.http.post(
             "/reconcile", content=request.model_dump_json(), headers={"content-type": "application/json"}
         )

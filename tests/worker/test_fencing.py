@@ -10,8 +10,12 @@ from pathlib import Path
 
 from tests.worker.harness import ControllerStub, WorkerProcess, start_worker, wait_until
 
-from iris.cluster.controller.controller import fence_after
-from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker
+from iris.cluster.controller.worker_health import (
+    KILL_ALLOWANCE_S,
+    HealthEvent,
+    WorkerHealthTracker,
+    fence_after,
+)
 from iris.rpc.enums import TaskState, WorkerStatus
 from iris.rpc.models import DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
 
@@ -91,6 +95,27 @@ def test_steady_reconciles_keep_attempts_alive(tmp_path: Path) -> None:
         stub.stop()
 
 
+def test_reconciles_that_do_not_renew_the_lease_still_let_the_worker_fence(tmp_path: Path) -> None:
+    """After a lost answer the controller sends calls that do not renew the lease, so it can bound
+    how long the worker's attempts may live; the worker answers them and fences all the same."""
+    stub = ControllerStub(fence_after_s=2.0).start()
+    proc = start_worker(tmp_path, stub.url, "--reregister-after", "60")
+    try:
+        proc.reconcile([run("n1", "sleep", "100")])
+        pid = leader(proc, "n1")
+        started = time.monotonic()
+        while alive(pid):
+            answer = proc.reconcile([DesiredAttempt(attempt_uid="n1", intent="run")], renew_lease=False)
+            assert answer.observations, "the worker stopped answering"
+            assert time.monotonic() - started < 15, "the attempt was never fenced"
+            time.sleep(0.2)
+        assert time.monotonic() - started >= 1.5
+        assert "fenced: the controller has not reconciled this worker" in log_text(proc, "n1")
+    finally:
+        proc.stop()
+        stub.stop()
+
+
 def test_a_worker_registered_later_than_its_grace_keeps_its_first_attempt(tmp_path: Path) -> None:
     """The grace runs from the first registration, and a reconcile marks contact (and the watchdog's
     heartbeat) before it starts anything: a slow registration must not fence the first attempt."""
@@ -162,6 +187,28 @@ def test_reregistration_does_not_clear_reconcile_failures() -> None:
     assert health.status("w") is WorkerStatus.DEGRADED
     health.apply("w", HealthEvent.REACHED, 4.0)
     assert health.consecutive_failures("w") == 0
+
+
+def test_a_reconcile_whose_answer_was_lost_holds_the_reap_until_the_worker_has_fenced() -> None:
+    """The request may have reached the worker and renewed its fencing lease: its attempts may run
+    until the fence and the kill have run out after that call, so retrying them before would run
+    them twice at once. A refused connection delivered nothing and holds nothing."""
+    health = WorkerHealthTracker(grace_s=3.0, min_failures=1)
+    assert health.hold_s == fence_after(3.0) + KILL_ALLOWANCE_S
+    for worker_id in ("lost-answer", "refused"):
+        health.register(worker_id, 0.0)
+        health.apply(worker_id, HealthEvent.REACHED, 1.0, may_have_arrived=True)
+    health.apply("lost-answer", HealthEvent.UNREACHABLE, 2.5, may_have_arrived=True)
+    health.apply("refused", HealthEvent.UNREACHABLE, 2.5, may_have_arrived=False)
+    # The last answered call (at 1.0) renewed both leases too: the grace alone (3 s) is too short.
+    assert health.over_threshold(4.0) == []
+    assert health.over_threshold(1.0 + health.hold_s) == ["refused"]
+    assert health.over_threshold(2.5 + health.hold_s - 0.01) == ["refused"]
+    assert health.over_threshold(2.5 + health.hold_s) == ["lost-answer", "refused"]
+    # Calls after a lost answer do not renew the lease, so a stopped worker whose socket still
+    # takes them in is reaped all the same.
+    health.apply("lost-answer", HealthEvent.UNREACHABLE, 9.0, may_have_arrived=False)
+    assert "lost-answer" in health.over_threshold(9.0)
 
 
 def test_fencing_grace_is_well_inside_the_reap_grace() -> None:

@@ -174,6 +174,8 @@ class DesiredGroup:
     attempts: tuple[DesiredAttempt, ...]
     worker_id: str | None = None
     address: str | None = None
+    # Whether this reconcile renews the worker's fencing lease (see worker_health).
+    renew_lease: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,3 +187,6 @@ class GroupReport:
     observations: tuple[AttemptObservation, ...] | None
     health: WorkerHealth | None = None
     error: str | None = None
+    # Without an answer: whether the request may still have reached the worker (and renewed its
+    # fencing lease), as when the answer was lost; False when the connection itself failed.
+    may_have_arrived: bool = False

@@ -500,6 +500,9 @@ class DesiredAttempt(WireModel):
 class ReconcileRequest(WireModel):
     worker_id: str
     attempts: list[DesiredAttempt]
+    # False once a call has gone unanswered: the controller bounds how long the worker may keep
+    # running its attempts by the last call that renewed this lease.
+    renew_lease: bool = True
 
 
 class AttemptObservation(WireModel):

@@ -20,11 +20,15 @@ if TYPE_CHECKING:
 
 
 class TransportError(Exception):
-    """The peer could not be reached, did not answer in time, or broke the connection mid-request."""
+    """The peer could not be reached, did not answer in time, or broke the connection mid-request.
 
-    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+    ``sent`` is False only when the connection itself failed, so the request surely never arrived;
+    otherwise the peer may have received and acted on it even though no answer came back."""
+
+    def __init__(self, message: str, *, timed_out: bool = False, sent: bool = True) -> None:
         super().__init__(message)
         self.timed_out = timed_out
+        self.sent = sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +61,8 @@ class KeepAliveTransport:
                 conn.timeout = timeout_s or self.timeout_s
                 if conn.sock is not None:
                     conn.sock.settimeout(conn.timeout)
+                else:
+                    self._connect(address, conn)
                 conn.request(method, path, body=body, headers=headers)
                 resp = conn.getresponse()
                 data = resp.read()
@@ -78,6 +84,17 @@ class KeepAliveTransport:
                 self._drop(address)  # interrupted mid-request (Ctrl-C): never reuse it half-read
                 raise
         raise TransportError("unreachable")  # pragma: no cover - the loop always returns or raises
+
+    def _connect(self, address: str, conn: http.client.HTTPConnection) -> None:
+        try:
+            conn.connect()
+        except OSError as exc:
+            self._drop(address)
+            raise TransportError(
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+                timed_out=isinstance(exc, TimeoutError),
+                sent=False,
+            ) from None
 
     def _connections(self) -> dict[str, http.client.HTTPConnection]:
         conns = getattr(self._local, "conns", None)

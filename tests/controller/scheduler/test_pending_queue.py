@@ -131,7 +131,6 @@ def test_a_task_that_leaves_pending_while_a_pass_runs_is_not_parked_by_it() -> N
     assert set(queue.parked) == {"/u/big/0"}
 
 
-
 def test_a_costly_full_pass_that_placed_nothing_comes_back_later_than_the_backoff() -> None:
     queue = parked_queue()
     scope = queue.scope([worker(0)], now=queue.full_due_at)

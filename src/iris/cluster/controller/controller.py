@@ -61,7 +61,7 @@ from iris.cluster.controller.metrics import ControllerMetrics
 from iris.cluster.controller.round import RoundPlan
 from iris.cluster.controller.scheduler import PendingReason, Resources, TaskRequest, explain
 from iris.cluster.controller.scheduler.queue import PassScope, PendingQueue
-from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker
+from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker, fence_after
 from iris.cluster.types import JobName
 from iris.rpc.enums import (
     ACTIVE_TASK_STATES,
@@ -776,7 +776,12 @@ class Controller:
         for a in live:
             by_worker.setdefault(a.worker_id or "", []).append(a)
         groups = {
-            wid: DesiredGroup(tuple(self._desired(by_worker.get(wid, []))), wid, workers[wid].address)
+            wid: DesiredGroup(
+                tuple(self._desired(by_worker.get(wid, []))),
+                wid,
+                workers[wid].address,
+                renew_lease=self.health.consecutive_failures(wid) == 0,
+            )
             for wid in ids
         }
         reports = self.backend.converge(list(groups.values()))
@@ -786,12 +791,21 @@ class Controller:
         for report in reports:
             if report.worker_id is None or report.worker_id not in groups:
                 continue
+            renewed = groups[report.worker_id].renew_lease
             if report.observations is None or report.health is None:
-                self.health.apply(report.worker_id, HealthEvent.UNREACHABLE, now)
+                self.health.apply(
+                    report.worker_id,
+                    HealthEvent.UNREACHABLE,
+                    now,
+                    may_have_arrived=renewed and (report.may_have_arrived or report.observations is not None),
+                )
                 continue
             health = report.health
             self.health.apply(
-                report.worker_id, HealthEvent.REACHED if health.healthy else HealthEvent.UNREACHABLE, now
+                report.worker_id,
+                HealthEvent.REACHED if health.healthy else HealthEvent.UNREACHABLE,
+                now,
+                may_have_arrived=renewed,
             )
             # A full disk is not a dead worker: it keeps its tasks and the scheduler skips it.
             self.health.set_disk_pressure(report.worker_id, health.disk_pressure)
@@ -964,13 +978,6 @@ def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
     if child.environment is None and parent.environment is not None:
         update["environment"] = parent.environment
     return child.model_copy(update=update) if update else child
-
-
-def fence_after(reap_grace_s: float) -> float:
-    """How long a worker may go unreconciled before it kills its own attempts: well inside the
-    grace after which the controller reaps it (and retries its tasks elsewhere), leaving time for
-    the kill itself (SIGTERM, then SIGKILL after 2 s)."""
-    return max(reap_grace_s / 2, reap_grace_s * 0.8 - 3.0)
 
 
 def open_db(state_dir: str | Path | None) -> ControllerDB:

@@ -3,6 +3,13 @@
 A worker is reaped when it has failed at least ``min_failures`` consecutive reconciles AND has
 not been reached for ``grace_s`` seconds. The failure floor keeps one slow controller tick from
 reaping the whole fleet; the grace keeps the decision in seconds, not in tick counts.
+
+Reaping retries the worker's tasks elsewhere, so it must wait until the worker, if it is alive but
+cut off, has killed them itself: a worker fences (kills its attempts) ``fence_after(grace)`` after
+the last reconcile that renewed its lease. A request whose answer was lost may still have renewed
+it, so the tracker holds the reap until the fence and the kill's escalation have run out after the
+last such call. Only a call after an answered one renews the lease (``renew_lease``): the calls
+that follow a lost answer, which a stopped worker may read from its socket much later, do not.
 """
 
 from __future__ import annotations
@@ -20,9 +27,23 @@ class HealthEvent(StrEnum):
     BUILD_FAILED = "BUILD_FAILED"
 
 
+# From a fence deadline to a dead attempt: the fence check's period (0.25 s), SIGTERM then SIGKILL
+# after 2 s, and slack for a loaded machine.
+KILL_ALLOWANCE_S = 3.0
+
+
+def fence_after(reap_grace_s: float) -> float:
+    """How long a worker may go unreconciled before it kills its own attempts: well inside the
+    grace after which the controller reaps it (the tracker also waits ``KILL_ALLOWANCE_S`` after
+    the fence before it reaps)."""
+    return max(reap_grace_s / 2, reap_grace_s * 0.8 - KILL_ALLOWANCE_S)
+
+
 @dataclass
 class WorkerLiveness:
     last_reached: float
+    # The end of the latest reconcile call that may have reached the worker (answered or not).
+    last_maybe_arrived: float = 0.0
     consecutive_failures: int = 0
     build_failures: int = 0
     # Reported by the worker: alive, keeps its attempts, gets no new ones.
@@ -34,6 +55,9 @@ class WorkerHealthTracker:
         self, *, grace_s: float = 10.0, min_failures: int = 3, build_failure_threshold: int = 10
     ) -> None:
         self.grace_s = grace_s
+        # After the last request that may have reached a worker, how long until its attempts are
+        # surely dead (fenced and killed) if it is cut off.
+        self.hold_s = fence_after(grace_s) + KILL_ALLOWANCE_S
         self.min_failures = min_failures
         self.build_failure_threshold = build_failure_threshold
         self._workers: dict[str, WorkerLiveness] = {}
@@ -48,13 +72,19 @@ class WorkerHealthTracker:
         """
         with self._lock:
             if worker_id not in self._workers:
-                self._workers[worker_id] = WorkerLiveness(last_reached=now)
+                self._workers[worker_id] = WorkerLiveness(last_reached=now, last_maybe_arrived=now)
 
-    def apply(self, worker_id: str, event: HealthEvent, now: float) -> None:
+    def apply(
+        self, worker_id: str, event: HealthEvent, now: float, *, may_have_arrived: bool = False
+    ) -> None:
+        """``now`` is taken after the call ended; ``may_have_arrived``: the call renewed the
+        worker's fencing lease, or may have (it asked to, and its answer was lost)."""
         with self._lock:
             entry = self._workers.get(worker_id)
             if entry is None:
                 return  # an unknown (forgotten) worker is never resurrected by a report
+            if may_have_arrived:
+                entry.last_maybe_arrived = now
             if event is HealthEvent.REACHED:
                 entry.last_reached = now
                 entry.consecutive_failures = 0
@@ -101,6 +131,10 @@ class WorkerHealthTracker:
             return [
                 worker_id
                 for worker_id, e in self._workers.items()
-                if (e.consecutive_failures >= self.min_failures and now - e.last_reached >= self.grace_s)
+                if (
+                    e.consecutive_failures >= self.min_failures
+                    and now - e.last_reached >= self.grace_s
+                    and now - e.last_maybe_arrived >= self.hold_s
+                )
                 or e.build_failures >= self.build_failure_threshold
             ]

@@ -87,18 +87,24 @@ class ControllerLink:
         with self._lock:
             return time.monotonic() - self._last_reconciled
 
-    def reached(self) -> None:
+    def reached(self, *, renew_lease: bool = True) -> None:
         """An authenticated reconcile has arrived: the controller can reach us now. Marked before
         the reconcile starts anything, so a fence check (or the watchdog, through ``on_reached``)
-        running beside the reconcile never sees the previous, older mark with a fresh attempt."""
+        running beside the reconcile never sees the previous, older mark with a fresh attempt.
+        A reconcile that does not renew the fencing lease (the controller's previous call went
+        unanswered) still counts as contact for re-registration."""
         with self._lock:
-            self._last_contact = self._last_reconciled = time.monotonic()
+            self._last_contact = time.monotonic()
+            if renew_lease:
+                self._last_reconciled = self._last_contact
         if self.on_reached is not None:
             self.on_reached()
 
     def reconciled(self, covered_seq: int) -> None:
+        """The answer is built. The fencing lease still runs from the request's arrival (``reached``):
+        the controller bounds that by when its call ended, and the answer may never reach it."""
         with self._lock:
-            self._last_contact = self._last_reconciled = time.monotonic()
+            self._last_contact = time.monotonic()
             self._reported_seq = max(self._reported_seq, covered_seq)
         if self.on_reached is not None:
             self.on_reached()

@@ -52,7 +52,7 @@ class WorkerService:
                 f"this is worker {self.worker_id}, not {request.worker_id}: the address now belongs to another worker"
             )
         if self._link is not None:
-            self._link.reached()
+            self._link.reached(renew_lease=request.renew_lease)
         with self._lock:
             local_terminal = self._runtime.terminal_by_uid()
             self._killed_zombies &= {uid for uid, terminal in local_terminal.items() if not terminal}

@@ -19,14 +19,19 @@ class WorkerDaemonBackend:
 
     def converge(self, groups: Sequence[DesiredGroup]) -> list[GroupReport]:
         plans = {
-            g.worker_id: (g.address, ReconcileRequest(worker_id=g.worker_id, attempts=list(g.attempts)))
+            g.worker_id: (
+                g.address,
+                ReconcileRequest(worker_id=g.worker_id, attempts=list(g.attempts), renew_lease=g.renew_lease),
+            )
             for g in groups
             if g.worker_id is not None and g.address is not None
         }
         reports = []
         for out in self._rpc.reconcile_many(plans):
             if out.response is None:
-                reports.append(GroupReport(out.worker_id, None, error=out.error))
+                reports.append(
+                    GroupReport(out.worker_id, None, error=out.error, may_have_arrived=out.may_have_arrived)
+                )
             else:
                 reports.append(
                     GroupReport(out.worker_id, tuple(out.response.observations), health=out.response.health)

@@ -21,6 +21,8 @@ class ReconcileOutcome:
     response: ReconcileResponse | None
     error: str | None = None
     impostor: bool = False
+    # False only when the request surely never reached the worker (its connection failed).
+    may_have_arrived: bool = True
 
 
 class WorkerRpcClient:
@@ -53,7 +55,7 @@ class WorkerRpcClient:
                 "POST", address, "/reconcile", body, headers=self._sign(address, "POST", "/reconcile", body)
             )
         except TransportError as exc:
-            return ReconcileOutcome(worker_id, None, f"unreachable: {exc}")
+            return ReconcileOutcome(worker_id, None, f"unreachable: {exc}", may_have_arrived=exc.sent)
         if resp.status == 401:
             return ReconcileOutcome(
                 worker_id, None, f"the worker refused our signature: {_message(resp.body)}"
