@@ -47,6 +47,19 @@ def test_a_name_taken_by_a_live_job_is_refused(client: IrisClient) -> None:
     held.kill()
 
 
+def test_a_batch_with_one_rejected_job_stores_none_of_it(client: IrisClient) -> None:
+    """The controller checks the whole batch in one transaction: a name used twice in it (the
+    second is refused as a live job's) leaves neither job behind."""
+    specs = [
+        client.build_spec(Entrypoint.from_command("true"), name=name, resources=SMALL)
+        for name in ("atomic-a", "atomic-b", "atomic-a")
+    ]
+    with pytest.raises(AlreadyExists, match="atomic-a is still pending"):
+        client.submit_many(specs)
+    names = {j.name for j in client.list_jobs(limit=1000).jobs}
+    assert not names & {"atomic-a", "atomic-b"}, names
+
+
 def test_malformed_batches_are_a_json_400(client: IrisClient) -> None:
     good = client.build_spec(Entrypoint.from_command("true"), name="fine", resources=SMALL)
     bad = good.model_dump(mode="json") | {"replicas": 0}

@@ -229,9 +229,11 @@ class IrisClient:
     def submit_many(self, specs: Sequence[JobSpec]) -> list[Job]:
         """Submit many jobs in few API calls (build each with ``build_spec``); handles in order.
 
-        The controller checks each job as ``submit`` would; on the first it rejects, the call
-        fails with that job's error. Specs are sent in calls of at most ``MAX_JOBS_PER_SUBMIT``
-        jobs and ``SUBMIT_MANY_CALL_BYTES`` bytes, under the controller's request-size cap.
+        The controller checks each job as ``submit`` would and stores a call's jobs in one
+        transaction: if it rejects one, the call fails with that job's error and stores none of
+        them. Specs are sent in calls of at most ``MAX_JOBS_PER_SUBMIT`` jobs and
+        ``SUBMIT_MANY_CALL_BYTES`` bytes, under the controller's request-size cap (calls before
+        a rejected one have landed).
         """
         jobs: list[Job] = []
         batch: list[JobSpec] = []

@@ -498,76 +498,97 @@ class Controller:
     # ------------------------------------------------------------ commands
 
     def submit(self, spec: JobSpec, *, user: str | None = None) -> str:
+        return self.submit_many([spec if user is None else spec.model_copy(update={"user": user})])[0]
+
+    def submit_many(self, specs: Sequence[JobSpec]) -> list[str]:
+        """Submit jobs in order, each checked as a single submit is (each as its ``spec.user``),
+        in one transaction: all of them or, on the first one rejected, none (with its error)."""
         now = self.clock()
+        names = [self._job_name(spec) for spec in specs]
+        workers = self._worker_shapes() if any(self._checks_fit(spec) for spec in specs) else []
+        for spec in specs:
+            if spec.coscheduling and spec.replicas < 1:
+                raise InvalidArgument("a coscheduled job needs at least one replica")
+            if self._checks_fit(spec):
+                self._check_fits_somewhere(spec, workers)
+        for bundle_id in {spec.bundle_id for spec in specs if spec.bundle_id is not None}:
+            if not self.bundles.exists(bundle_id):
+                raise FailedPrecondition(f"bundle {bundle_id} was never uploaded to this controller")
+        with self.db.transaction() as cur:
+            for spec, job_name in zip(specs, names, strict=True):
+                self._insert_job(cur, spec, job_name, now)
+        for spec, job_name in zip(specs, names, strict=True):
+            log.info("job %s submitted: %d task(s)", job_name, spec.replicas, extra={"job_id": str(job_name)})
+        self.wake()
+        return [str(job_name) for job_name in names]
+
+    @staticmethod
+    def _job_name(spec: JobSpec) -> JobName:
         try:
             if spec.parent_job_id:
-                parent = JobName.parse(spec.parent_job_id)
-                job_name = parent.child(spec.name)
-            else:
-                job_name = JobName.root(user or spec.user or "anonymous", spec.name)
+                return JobName.parse(spec.parent_job_id).child(spec.name)
+            return JobName.root(spec.user or "anonymous", spec.name)
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
-        if spec.coscheduling and spec.replicas < 1:
-            raise InvalidArgument("a coscheduled job needs at least one replica")
-        self._check_fits_somewhere(spec)
-        if spec.bundle_id is not None and not self.bundles.exists(spec.bundle_id):
-            raise FailedPrecondition(f"bundle {spec.bundle_id} was never uploaded to this controller")
-        job_id = str(job_name)
-        with self.db.transaction() as cur:
-            root_submitted_at = now
-            if spec.parent_job_id:
-                parent_row = store.get_job(cur, spec.parent_job_id)
-                if parent_row is None:
-                    raise NotFound(f"parent job {spec.parent_job_id} does not exist")
-                if parent_row.state in TERMINAL_JOB_STATES:
-                    raise FailedPrecondition(
-                        f"parent job {spec.parent_job_id} has terminated ({parent_row.state})"
-                    )
-                root_submitted_at = parent_row.root_submitted_at
-                spec = inherit_from_parent(spec, self._job_spec(spec.parent_job_id, parent_row.spec_json))
-            existing = store.get_job(cur, job_id)
-            replaces = None
-            if existing is not None:
-                if spec.existing_job_policy == "keep":
-                    return job_id
-                state = existing.state.value.lower()
-                if existing.state not in TERMINAL_JOB_STATES:
-                    raise AlreadyExists(
-                        f"job {job_id} is still {state}: stop it first, or choose another name"
-                    )
-                if spec.existing_job_policy != "replace":
-                    raise AlreadyExists(
-                        f"job {job_id} already exists ({state}); submit with --replace (replace=True) to replace it"
-                    )
-                if store.jobs_with_live_attempts(cur, store.job_tree(cur, job_id)):
-                    raise AlreadyExists(f"job {job_id} is still stopping its tasks: try again in a moment")
-                replaces = job_id
-                self._spec_cache.pop(job_id, None)
-            insert = InsertJob(
-                job_id=job_id,
-                spec=spec,
-                user=job_name.user,
-                parent_job_id=spec.parent_job_id,
-                root_job_id="/" + job_name.namespace,
-                depth=job_name.depth,
-                root_submitted_at=root_submitted_at,
-                replaces=replaces,
-            )
-            event = Event(EventKind.JOB_SUBMITTED, f"submitted {spec.replicas} task(s)", job_id)
-            self._commit(cur, Effects(changes=(Change((insert,), (event,)),)), now)
-        log.info("job %s submitted: %d task(s)", job_id, spec.replicas, extra={"job_id": job_id})
-        self.wake()
-        return job_id
 
-    def _check_fits_somewhere(self, spec: JobSpec) -> None:
+    def _insert_job(self, cur: sqlite3.Cursor, spec: JobSpec, job_name: JobName, now: float) -> None:
+        """Insert one job inside the caller's transaction (a job an earlier one of the same batch
+        inserted counts as existing), or raise why it cannot be."""
+        job_id = str(job_name)
+        root_submitted_at = now
+        if spec.parent_job_id:
+            parent_row = store.get_job(cur, spec.parent_job_id)
+            if parent_row is None:
+                raise NotFound(f"parent job {spec.parent_job_id} does not exist")
+            if parent_row.state in TERMINAL_JOB_STATES:
+                raise FailedPrecondition(
+                    f"parent job {spec.parent_job_id} has terminated ({parent_row.state})"
+                )
+            root_submitted_at = parent_row.root_submitted_at
+            spec = inherit_from_parent(spec, self._job_spec(spec.parent_job_id, parent_row.spec_json))
+        existing = store.get_job(cur, job_id)
+        replaces = None
+        if existing is not None:
+            if spec.existing_job_policy == "keep":
+                return
+            state = existing.state.value.lower()
+            if existing.state not in TERMINAL_JOB_STATES:
+                raise AlreadyExists(f"job {job_id} is still {state}: stop it first, or choose another name")
+            if spec.existing_job_policy != "replace":
+                raise AlreadyExists(
+                    f"job {job_id} already exists ({state}); submit with --replace (replace=True) to replace it"
+                )
+            if store.jobs_with_live_attempts(cur, store.job_tree(cur, job_id)):
+                raise AlreadyExists(f"job {job_id} is still stopping its tasks: try again in a moment")
+            replaces = job_id
+            self._spec_cache.pop(job_id, None)
+        insert = InsertJob(
+            job_id=job_id,
+            spec=spec,
+            user=job_name.user,
+            parent_job_id=spec.parent_job_id,
+            root_job_id="/" + job_name.namespace,
+            depth=job_name.depth,
+            root_submitted_at=root_submitted_at,
+            replaces=replaces,
+        )
+        event = Event(EventKind.JOB_SUBMITTED, f"submitted {spec.replicas} task(s)", job_id)
+        self._commit(cur, Effects(changes=(Change((insert,), (event,)),)), now)
+
+    def _checks_fit(self, spec: JobSpec) -> bool:
+        return self._descriptor.kind is BackendKind.WORKER and not spec.wait_for_capacity
+
+    def _worker_shapes(self) -> list[tuple[str, ResourceSpec, dict[str, str]]]:
+        with self.db.read() as cur:
+            return [(w.worker_id, w.capacity, w.attributes) for w in store.list_workers(cur)]
+
+    def _check_fits_somewhere(
+        self, spec: JobSpec, workers: list[tuple[str, ResourceSpec, dict[str, str]]]
+    ) -> None:
         """Reject at submit a job that no registered worker and no scale group could ever host
         (unless it asks to wait for capacity); see capacity.py."""
-        if self._descriptor.kind is not BackendKind.WORKER or spec.wait_for_capacity:
-            return
         gang = spec.replicas if spec.coscheduling else 1
         group_by = spec.coscheduling.group_by if spec.coscheduling else None
-        with self.db.read() as cur:
-            workers = [(w.worker_id, w.capacity, w.attributes) for w in store.list_workers(cur)]
         worker_reason = workers_misfit(
             workers, spec.resources, spec.constraints, replicas=gang, group_by=group_by
         )

@@ -333,11 +333,12 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.post("/api/v1/jobs:batch", response_model=SubmitManyResponse)
     def submit_many(request: SubmitManyRequest) -> SubmitManyResponse:
-        """Submit several jobs in one call, in order, each checked as a single submit is."""
+        """Submit several jobs in one call, in order, each checked as a single submit is: all of
+        them in one transaction, or none if one is rejected (the error names it)."""
         specs = [as_caller(spec) for spec in request.jobs]
         for parent in {spec.parent_job_id for spec in specs if spec.parent_job_id}:
             owned_job(parent)
-        return SubmitManyResponse(job_ids=[controller.submit(spec, user=spec.user) for spec in specs])
+        return SubmitManyResponse(job_ids=controller.submit_many(specs))
 
     def as_caller(spec: JobSpec) -> JobSpec:
         """A user's job is always submitted as that user, whatever the spec says."""
