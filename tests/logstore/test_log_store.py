@@ -92,6 +92,29 @@ def test_a_restart_recovers_counts_and_cuts_a_torn_line(tmp_path: Path) -> None:
     assert [r.offset for r in rebuilt.read(STRIDE + 1, 2)] == [STRIDE + 1, STRIDE + 2]
 
 
+def test_a_short_log_has_no_index_file_until_its_second_checkpoint(tmp_path: Path) -> None:
+    """Most attempts log a few lines: their only checkpoint (line 0 at byte 0) needs no file. The
+    index appears, checkpoint 0 included, once a log reaches STRIDE lines, and survives a restart."""
+    store = LogStore(tmp_path / "logs")
+    push(store, "a1", 0, lines(0, 3))
+    seg = store.segment("a1")
+    assert seg.data_path.exists() and not seg.index_path.exists()
+    assert [json.loads(r.raw)["line"] for r in seg.tail(2)] == ["line 1", "line 2"]
+    assert seg.line_at_time(1001.5) <= 2
+    store.close()
+    reopened = Segment(seg.data_path)
+    assert reopened.lines == 3 and not reopened.index_path.exists()
+    push(again := LogStore(tmp_path / "logs"), "a1", 3, lines(3, STRIDE + 5))
+    grown = again.segment("a1")
+    assert grown.index_path.stat().st_size == 2 * 16  # checkpoints 0 and 1
+    assert [r.offset for r in grown.read(STRIDE + 2, 2)] == [STRIDE + 2, STRIDE + 3]
+    again.close()
+    after = Segment(grown.data_path)
+    assert after.lines == STRIDE + 5
+    assert after.index_path.stat().st_size == 2 * 16
+    assert [r.offset for r in after.read(STRIDE - 1, 3)] == [STRIDE - 1, STRIDE, STRIDE + 1]
+
+
 def test_job_queries_tail_grep_since_and_follow(store: LogStore) -> None:
     push(store, "a1", 0, lines(0, 100, t0=1000.0, prefix="zero"), final=True)
     push(store, "b1", 0, lines(0, 100, t0=1000.5, prefix="one"))

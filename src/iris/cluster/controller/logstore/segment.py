@@ -3,7 +3,9 @@
 ``<uid>.jsonl`` holds one ``{"ts","stream","line"}`` object per line, exactly as the worker wrote
 it. ``<uid>.idx`` holds a 16-byte record (byte offset, timestamp) for every ``STRIDE``-th line, so
 reading from line N or from time T seeks close to it, and a tail reads backwards from the end:
-every read costs what it returns, not the size of the log.
+every read costs what it returns, not the size of the log. A log shorter than ``STRIDE`` lines
+has no index file (its only checkpoint is line 0 at byte 0): most attempts log a few lines, and a
+second file per attempt was most of what storing them cost.
 
 The data file is the truth: on open, a torn last line is cut off and the index is completed from
 the last checkpoint it has.
@@ -82,6 +84,7 @@ class Segment:
         # checkpoints[k] = (byte offset, ts) of line k*STRIDE
         self._offsets: list[int] = []
         self._times: list[float] = []
+        self._indexed = 0  # checkpoints written to the index file
         self.lines = 0
         self.bytes = 0
         self.first_ts: float | None = None
@@ -116,12 +119,15 @@ class Segment:
         payload = b"\n".join(lines) + b"\n"
         with open(self.data_path, "ab") as f:
             f.write(payload)
-        if new_points:
-            with open(self.index_path, "ab") as f:
-                f.write(b"".join(_RECORD.pack(o, t) for o, t in new_points))
         for o, t in new_points:
             self._offsets.append(o)
             self._times.append(t)
+        if len(self._offsets) > max(1, self._indexed):
+            with open(self.index_path, "ab") as f:
+                f.write(
+                    b"".join(map(_RECORD.pack, self._offsets[self._indexed :], self._times[self._indexed :]))
+                )
+            self._indexed = len(self._offsets)
         self.lines, self.bytes = number + len(lines), position + starts[-1]
         self.first_ts, self.last_ts = first_ts, max(last_ts, self.last_ts or last_ts)
 
@@ -130,6 +136,7 @@ class Segment:
             for path in (self.data_path, self.index_path):
                 path.unlink(missing_ok=True)
             self._offsets, self._times = [], []
+            self._indexed = 0
             self.lines = self.bytes = 0
 
     # ------------------------------------------------------------------ reading
@@ -266,10 +273,15 @@ class Segment:
         if good_end < size:
             with open(self.data_path, "r+b") as f:
                 f.truncate(good_end)
-        with open(self.index_path, "wb") as f:
-            f.write(b"".join(_RECORD.pack(o, t) for o, t in records))
-            f.flush()
-            os.fsync(f.fileno())
+        if len(records) > 1:
+            if blob != b"".join(_RECORD.pack(o, t) for o, t in records):
+                with open(self.index_path, "wb") as f:
+                    f.write(b"".join(_RECORD.pack(o, t) for o, t in records))
+                    f.flush()
+                    os.fsync(f.fileno())
+            self._indexed = len(records)
+        elif blob:
+            self.index_path.unlink(missing_ok=True)  # one checkpoint: line 0, known without a file
         self._offsets = [o for o, _ in records]
         self._times = [t for _, t in records]
         self.lines, self.bytes = number, good_end
