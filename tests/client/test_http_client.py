@@ -51,6 +51,23 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(200, {"slow": True})
         elif self.path.startswith("/bye"):
             self._answer(200, {"bye": True}, close=True)
+        elif self.path.startswith("/chunked"):
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            for part in (b'{"chunked":', b" [1, 2, 3]}"):
+                self.wfile.write(b"%x;ext=1\r\n%s\r\n" % (len(part), part))
+            self.wfile.write(b"0\r\nx-trailer: yes\r\n\r\n")
+        elif self.path.startswith("/unsized"):
+            self.send_response(200)  # no length, no chunks: the body ends when the connection does
+            self.send_header("connection", "close")
+            self.end_headers()
+            self.wfile.write(b'{"unsized": true}')
+            self.close_connection = True
+        elif self.path.startswith("/garbage"):
+            self.wfile.write(b"SSH-2.0-OpenSSH\r\n\r\n")
+            self.close_connection = True
         else:
             self._answer(200, {"path": self.path, "body": body.decode()})
 
@@ -125,6 +142,19 @@ def test_no_server_and_a_silent_server_each_say_so_in_one_sentence(server: str) 
         HttpClient(f"http://127.0.0.1:{free}").request("GET", "/ping")
     with pytest.raises(Unavailable, match="did not answer in time"):
         HttpClient(server, timeout_s=0.3).request("GET", "/slow")
+
+
+def test_chunked_unsized_and_non_http_answers(server: str) -> None:
+    """Bodies sent in chunks (with extensions and trailers) or until the server closes are read
+    whole, the connection stays usable after each, and a peer that is not HTTP is one error."""
+    http = HttpClient(server)
+    assert http.request("GET", "/chunked") == {"chunked": [1, 2, 3]}
+    assert http.request("GET", "/ping")["path"] == "/ping"  # the chunked answer left it in step
+    assert http.request("GET", "/unsized") == {"unsized": True}
+    assert http.request("GET", "/ping")["path"] == "/ping"  # a new connection after the close
+    with pytest.raises(Unavailable, match="cannot reach the controller"):
+        http.request("GET", "/garbage")
+    assert http.request("GET", "/ping")["path"] == "/ping"
 
 
 def test_a_failed_call_says_whether_its_request_may_have_arrived(server: str) -> None:
