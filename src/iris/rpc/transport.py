@@ -13,7 +13,6 @@ with a ``content-length`` body; an answer with ``content-length``, chunked, or r
 
 from __future__ import annotations
 
-import io
 import socket
 import threading
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ if TYPE_CHECKING:
 # An answer's status line and headers: more than this is not one of our servers.
 MAX_HEAD_BYTES = 64 * 1024
 _NO_BODY = frozenset({204, 304})
+_RECV_BYTES = 256 * 1024
 
 
 class TransportError(Exception):
@@ -46,24 +46,20 @@ class HttpReply:
     body: bytes
 
 
-class _BadAnswer(Exception):
+class BadAnswer(Exception):
     """The peer's bytes are not an HTTP/1.1 answer we can read."""
 
 
-class _Closed(Exception):
+class PeerClosed(Exception):
     """The peer closed the connection before answering (an idle keep-alive connection it dropped)."""
 
 
 class _Connection:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.reader = sock.makefile("rb")
 
     def close(self) -> None:
-        try:
-            self.reader.close()
-        finally:
-            self.sock.close()
+        self.sock.close()
 
 
 class KeepAliveTransport:
@@ -85,7 +81,7 @@ class KeepAliveTransport:
     ) -> HttpReply:
         """``address`` is ``host:port`` (plain HTTP) or ``https://host[:port]``."""
         timeout = timeout_s or self.timeout_s
-        head = _request_head(method, address, path, body, headers)
+        head = request_head(method, address, path, body, headers)
         for attempt in (0, 1):
             conn = self._connections().get(address)
             reused = conn is not None
@@ -94,18 +90,20 @@ class KeepAliveTransport:
             try:
                 conn.sock.settimeout(timeout)
                 conn.sock.sendall(head + body if body else head)
-                status, close, payload = _read_answer(conn.reader, method)
-                if close:
+                answer = AnswerParser(method)
+                while not answer.feed(conn.sock.recv(_RECV_BYTES)):
+                    pass
+                if answer.close:
                     self._drop(address)
-                return HttpReply(status, payload)
-            except (_Closed, BrokenPipeError, ConnectionResetError) as exc:
+                return HttpReply(answer.status, answer.body)
+            except (PeerClosed, BrokenPipeError, ConnectionResetError) as exc:
                 self._drop(address)
                 if reused and attempt == 0:
                     continue  # the peer closed an idle connection: one fresh try
-                raise TransportError(_describe(exc)) from None
-            except (OSError, _BadAnswer) as exc:
+                raise TransportError(describe(exc)) from None
+            except (OSError, BadAnswer) as exc:
                 self._drop(address)
-                raise TransportError(_describe(exc), timed_out=isinstance(exc, TimeoutError)) from None
+                raise TransportError(describe(exc), timed_out=isinstance(exc, TimeoutError)) from None
             except BaseException:
                 self._drop(address)  # interrupted mid-request (Ctrl-C): never reuse it half-read
                 raise
@@ -129,9 +127,7 @@ class KeepAliveTransport:
             if tls:
                 sock = _tls_context().wrap_socket(sock, server_hostname=host)
         except OSError as exc:
-            raise TransportError(
-                _describe(exc), timed_out=isinstance(exc, TimeoutError), sent=False
-            ) from None
+            raise TransportError(describe(exc), timed_out=isinstance(exc, TimeoutError), sent=False) from None
         conn = _Connection(sock)
         self._connections()[address] = conn
         with self._lock:
@@ -154,7 +150,7 @@ class KeepAliveTransport:
         self._local = threading.local()
 
 
-def _request_head(
+def request_head(
     method: str, address: str, path: str, body: bytes | None, headers: dict[str, str] | None
 ) -> bytes:
     host = address.removeprefix("https://").removeprefix("http://")
@@ -172,75 +168,111 @@ def _request_head(
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-def _read_answer(reader: io.BufferedReader, method: str) -> tuple[int, bool, bytes]:
-    """(status, whether the connection closes after it, body) of one answer."""
-    readline = reader.readline
-    status_line = readline(MAX_HEAD_BYTES)
-    if not status_line:
-        raise _Closed("the server closed the connection")
-    parts = status_line.split(None, 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise _BadAnswer(f"not an HTTP answer: {status_line[:80]!r}")
-    status = int(parts[1])
-    close = parts[0] == b"HTTP/1.0"
-    length: int | None = None
-    chunked = False
-    used = len(status_line)
-    while True:
-        line = readline(MAX_HEAD_BYTES)
-        used += len(line)
-        if not line or used > MAX_HEAD_BYTES:
-            raise _BadAnswer("the answer's headers were cut off or too long")
-        if line in (b"\r\n", b"\n"):
-            break
-        name, sep, value = line.partition(b":")
-        if not sep:
-            raise _BadAnswer(f"a malformed header line: {line[:80]!r}")
-        name = name.strip().lower()
-        value = value.strip()
-        if name == b"content-length":
-            if not value.isdigit():
-                raise _BadAnswer(f"a bad content-length: {value[:40]!r}")
-            length = int(value)
-        elif name == b"transfer-encoding":
-            chunked = b"chunked" in value.lower()
-        elif name == b"connection":
-            token = value.lower()
-            close = b"close" in token or (close and b"keep-alive" not in token)
-    if method == "HEAD" or status in _NO_BODY or 100 <= status < 200:
-        return status, close, b""
-    if chunked:
-        return status, close, _read_chunked(reader)
-    if length is not None:
-        body = reader.read(length)
-        if len(body) != length:
-            raise _BadAnswer(f"the answer's body was cut off ({len(body)} of {length} bytes)")
-        return status, close, body
-    return status, True, reader.read()  # no length: the body runs until the server closes
+class AnswerParser:
+    """One HTTP/1.1 answer, fed the bytes as they arrive (b"" when the peer closes)."""
+
+    def __init__(self, method: str) -> None:
+        self._method = method
+        self._buf = bytearray()
+        self._body_at = -1  # where the body starts, once the head is in
+        self._length: int | None = None
+        self._chunked = False
+        self._chunks: list[bytes] = []
+        self._cursor = 0  # chunked: the next chunk-size line
+        self.status = 0
+        self.close = False
+        self.body = b""
+        self.received = False  # any byte at all
+
+    def feed(self, data: bytes) -> bool:
+        """True once the answer is complete. Raises PeerClosed (nothing came) or BadAnswer."""
+        if not data:
+            return self._at_eof()
+        self.received = True
+        self._buf += data
+        if self._body_at < 0:
+            if not self._read_head():
+                return False
+            if self._method == "HEAD" or self.status in _NO_BODY or 100 <= self.status < 200:
+                return True
+        if self._chunked:
+            return self._read_chunks()
+        if self._length is not None:
+            if len(self._buf) - self._body_at < self._length:
+                return False
+            self.body = bytes(self._buf[self._body_at : self._body_at + self._length])
+            return True
+        return False  # no length: the body runs until the server closes
+
+    def _at_eof(self) -> bool:
+        if not self.received:
+            raise PeerClosed("the server closed the connection")
+        if self._body_at >= 0 and self._length is None and not self._chunked:
+            self.body, self.close = bytes(self._buf[self._body_at :]), True
+            return True
+        raise BadAnswer("the server closed the connection in the middle of its answer")
+
+    def _read_head(self) -> bool:
+        end = self._buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(self._buf) > MAX_HEAD_BYTES:
+                raise BadAnswer("the answer's headers are too long")
+            return False
+        lines = bytes(self._buf[:end]).split(b"\r\n")
+        parts = lines[0].split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise BadAnswer(f"not an HTTP answer: {lines[0][:80]!r}")
+        self.status = int(parts[1])
+        self.close = parts[0] == b"HTTP/1.0"
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep:
+                raise BadAnswer(f"a malformed header line: {line[:80]!r}")
+            name, value = name.strip().lower(), value.strip()
+            if name == b"content-length":
+                if not value.isdigit():
+                    raise BadAnswer(f"a bad content-length: {value[:40]!r}")
+                self._length = int(value)
+            elif name == b"transfer-encoding":
+                self._chunked = b"chunked" in value.lower()
+            elif name == b"connection":
+                token = value.lower()
+                self.close = b"close" in token or (self.close and b"keep-alive" not in token)
+        self._body_at = self._cursor = end + 4
+        if self._length is None and not self._chunked:
+            self.close = True
+        return True
+
+    def _read_chunks(self) -> bool:
+        buf = self._buf
+        while True:
+            eol = buf.find(b"\r\n", self._cursor)
+            if eol < 0:
+                return False
+            size_text = bytes(buf[self._cursor : eol]).split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise BadAnswer(f"a bad chunk size: {size_text[:40]!r}") from None
+            if size == 0:
+                # Trailers (if any) end with an empty line.
+                if buf.startswith(b"\r\n", eol + 2):
+                    self.body = b"".join(self._chunks)
+                    return True
+                if buf.find(b"\r\n\r\n", eol) < 0:
+                    return False
+                self.body = b"".join(self._chunks)
+                return True
+            start, stop = eol + 2, eol + 2 + size
+            if len(buf) < stop + 2:
+                return False
+            if buf[stop : stop + 2] != b"\r\n":
+                raise BadAnswer("a chunk was cut off")
+            self._chunks.append(bytes(buf[start:stop]))
+            self._cursor = stop + 2
 
 
-def _read_chunked(reader: io.BufferedReader) -> bytes:
-    readline = reader.readline
-    read = reader.read
-    out = []
-    while True:
-        size_line = readline(MAX_HEAD_BYTES)
-        size_text = size_line.split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise _BadAnswer(f"a bad chunk size: {size_line[:40]!r}") from None
-        if size == 0:
-            while readline(MAX_HEAD_BYTES) not in (b"\r\n", b"\n", b""):
-                pass  # trailers
-            return b"".join(out)
-        chunk = read(size)
-        if len(chunk) != size or read(2) != b"\r\n":
-            raise _BadAnswer("a chunk was cut off")
-        out.append(chunk)
-
-
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 

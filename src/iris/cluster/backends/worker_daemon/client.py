@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 from iris.rpc.errors import Unavailable, error_from_body
+from iris.rpc.fan_out import Call, FanOut
 from iris.rpc.models import ExecRequest, ExecResponse, LogsResponse, ReconcileRequest, ReconcileResponse
 from iris.rpc.signing import sign_request, worker_secret
-from iris.rpc.transport import KeepAliveTransport, TransportError
+from iris.rpc.transport import HttpReply, KeepAliveTransport, TransportError
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,50 +29,22 @@ class WorkerRpcClient:
     """``master_key`` signs every call (iris.rpc.signing): a worker obeys only the controller that
     registered it. Without one (tests of the transport alone) calls go unsigned."""
 
-    def __init__(
-        self, *, timeout_s: float = 3.0, parallelism: int = 64, master_key: bytes | None = None
-    ) -> None:
+    def __init__(self, *, timeout_s: float = 3.0, master_key: bytes | None = None) -> None:
         self._master_key = master_key
         self._http = KeepAliveTransport(timeout_s=timeout_s)
-        self._pool = ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="reconcile")
+        self._fan_out = FanOut(timeout_s=timeout_s)
 
     def reconcile_many(self, plans: Mapping[str, tuple[str, ReconcileRequest]]) -> list[ReconcileOutcome]:
-        """Send every worker its desired set at once; one slow worker costs one timeout window."""
-        if not plans:
-            return []
-        if len(plans) == 1:
-            ((worker_id, (address, request)),) = plans.items()
-            return [self._reconcile_one(worker_id, address, request)]
-        futures = [
-            self._pool.submit(self._reconcile_one, wid, addr, req) for wid, (addr, req) in plans.items()
-        ]
-        return [f.result() for f in futures]
-
-    def _reconcile_one(self, worker_id: str, address: str, request: ReconcileRequest) -> ReconcileOutcome:
-        body = request.model_dump_json(exclude_none=True).encode()
-        try:
-            resp = self._http.request(
-                "POST", address, "/reconcile", body, headers=self._sign(address, "POST", "/reconcile", body)
+        """Send every worker its desired set at once (rpc/fan_out.py): however many workers hang,
+        the round costs one timeout window."""
+        calls = []
+        for address, request in plans.values():
+            body = request.model_dump_json(exclude_none=True).encode()
+            calls.append(
+                Call(address, "POST", "/reconcile", body, self._sign(address, "POST", "/reconcile", body))
             )
-        except TransportError as exc:
-            return ReconcileOutcome(worker_id, None, f"unreachable: {exc}", may_have_arrived=exc.sent)
-        if resp.status == 401:
-            return ReconcileOutcome(
-                worker_id, None, f"the worker refused our signature: {_message(resp.body)}"
-            )
-        if resp.status == 409:
-            return ReconcileOutcome(worker_id, None, "another worker answers at this address", impostor=True)
-        if resp.status != 200:
-            return ReconcileOutcome(worker_id, None, f"reconcile failed with HTTP {resp.status}")
-        try:
-            parsed = ReconcileResponse.model_validate_json(resp.body)
-        except ValueError as exc:
-            return ReconcileOutcome(worker_id, None, f"bad reconcile response: {exc}")
-        if parsed.worker_id != worker_id:
-            return ReconcileOutcome(
-                worker_id, None, f"worker {parsed.worker_id} answered for {worker_id}", impostor=True
-            )
-        return ReconcileOutcome(worker_id, parsed)
+        replies = self._fan_out.call_all(calls)
+        return [_outcome(worker_id, reply) for worker_id, reply in zip(plans, replies, strict=True)]
 
     def read_logs(
         self, address: str, attempt_uid: str, *, offset: int = 0, limit: int = 1000
@@ -126,7 +98,28 @@ class WorkerRpcClient:
         return sign_request(worker_secret(self._master_key, address), method, target, body)
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._fan_out.close()
+        self._http.close()
+
+
+def _outcome(worker_id: str, resp: HttpReply | TransportError) -> ReconcileOutcome:
+    if isinstance(resp, TransportError):
+        return ReconcileOutcome(worker_id, None, f"unreachable: {resp}", may_have_arrived=resp.sent)
+    if resp.status == 401:
+        return ReconcileOutcome(worker_id, None, f"the worker refused our signature: {_message(resp.body)}")
+    if resp.status == 409:
+        return ReconcileOutcome(worker_id, None, "another worker answers at this address", impostor=True)
+    if resp.status != 200:
+        return ReconcileOutcome(worker_id, None, f"reconcile failed with HTTP {resp.status}")
+    try:
+        parsed = ReconcileResponse.model_validate_json(resp.body)
+    except ValueError as exc:
+        return ReconcileOutcome(worker_id, None, f"bad reconcile response: {exc}")
+    if parsed.worker_id != worker_id:
+        return ReconcileOutcome(
+            worker_id, None, f"worker {parsed.worker_id} answered for {worker_id}", impostor=True
+        )
+    return ReconcileOutcome(worker_id, parsed)
 
 
 def _message(body: bytes) -> str:
