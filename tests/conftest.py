@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal
-import socket
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -31,11 +30,6 @@ def wait_until(
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 # The real control plane (session-scoped; tests using it carry the real_k8s marker).
+from iris.rpc.ports import free_port  # noqa: E402, F401  (tests import it from here)
 from iris.testing.control_plane.pytest_plugin import real_control_plane  # noqa: E402, F401

@@ -47,9 +47,11 @@ class LineReader:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
 
-    def wait_for(self, fragment: str, timeout: float = 30.0) -> str:
+    def wait_for(self, fragment: str | tuple[str, ...], timeout: float = 30.0) -> str:
+        """The first line holding ``fragment`` (or any one of several)."""
+        fragments = (fragment,) if isinstance(fragment, str) else fragment
         for line in self.lines:
-            if fragment in line:
+            if any(f in line for f in fragments):
                 return line
         deadline = time.monotonic() + timeout
         while (remaining := deadline - time.monotonic()) > 0:
@@ -60,7 +62,7 @@ class LineReader:
             if line is None:
                 break
             self.lines.append(line)
-            if fragment in line:
+            if any(f in line for f in fragments):
                 return line
         raise AssertionError(f"no line containing {fragment!r}; got {self.lines!r}")
 

@@ -143,7 +143,7 @@ def test_list_watch_prints_changes_until_interrupted(cluster: LocalCluster, work
     assert proc.stdout is not None
     out = LineReader(proc.stdout)
     try:
-        out.wait_for("JOB", timeout=180)
+        out.wait_for(("JOB", "no jobs"), timeout=180)  # the first snapshot (the store may be empty)
         submitted = _json(
             run_iris(cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--", "true")
         )

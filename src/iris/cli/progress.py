@@ -156,11 +156,11 @@ def follow_job(
 
     ``live`` forces the status line on or off (default: on when ``console`` is a terminal).
     """
-    console.print(line(f"job {job.job_id}"))
-    if show_dashboard:
-        console.print(line(f"dashboard: {dashboard_link(controller_url, job.job_id)}"), soft_wrap=True)
-    status = LiveStatus(console) if (console.is_terminal if live is None else live) else None
-    try:
+    try:  # from the first line on: a Ctrl-C at any point after the submit stops the job
+        console.print(line(f"job {job.job_id}"))
+        if show_dashboard:
+            console.print(line(f"dashboard: {dashboard_link(controller_url, job.job_id)}"), soft_wrap=True)
+        status = LiveStatus(console) if (console.is_terminal if live is None else live) else None
         if status is not None:
             with status:
                 _stream(job, multi, status)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import socket
 import time
 from dataclasses import dataclass
 
 from iris.client.context import advertise_host, iris_ctx
 from iris.rpc.errors import FailedPrecondition
+from iris.rpc.ports import free_port
 
 COORDINATOR_PORT_NAME = "coordinator"
 _POLL_S = 0.1
@@ -57,12 +57,6 @@ def coordinator_endpoint_name(job_id: str) -> str:
     return name
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("", 0))
-        return int(sock.getsockname()[1])
-
-
 def distributed(timeout: float = 300.0) -> Distributed:
     """The coordinator, this task's rank and the task count; waits up to ``timeout`` for task 0.
 
@@ -80,7 +74,7 @@ def distributed(timeout: float = 300.0) -> Distributed:
     generation = env.get("IRIS_GANG_GENERATION", "")
     if rank == 0 or num <= 1:
         raw_port = env.get(f"IRIS_PORT_{COORDINATOR_PORT_NAME.upper()}")
-        port = int(raw_port) if raw_port else _free_port()
+        port = int(raw_port) if raw_port else free_port("")
         address = f"{advertise_host(ctx.controller_url)}:{port}"
         if num > 1:
             ctx.register_endpoint(

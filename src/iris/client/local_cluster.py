@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ from typing import IO
 
 from iris.cluster.worker.devices import split_gpus
 from iris.rpc.errors import Unavailable
+from iris.rpc.ports import free_port
 
 
 @dataclass
@@ -38,12 +38,6 @@ def _wait_for_file(
             raise Unavailable(f"the {what} exited with code {proc.returncode} while starting:\n{tail}")
         time.sleep(0.02)
     raise Unavailable(f"the {what} did not start within {timeout_s:.0f}s (log: {log_path})")
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 class LocalCluster:
@@ -130,7 +124,7 @@ class LocalCluster:
         ready.unlink(missing_ok=True)
         # Knowing the port up front lets the workers start alongside the controller: they keep
         # trying to register until it answers.
-        port = self.port or _free_port(self.host)
+        port = self.port or free_port(self.host)
         self.url = f"http://{self.host}:{port}"
         argv = [
             sys.executable, "-m", "iris.cluster.controller",

@@ -14,7 +14,6 @@ import logging
 import math
 import os
 import re
-import socket
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from pathlib import Path
 from iris.cluster.config import DEVICE_TYPE_ATTRIBUTE, DEVICE_VARIANT_ATTRIBUTE
 from iris.cluster.worker.device_allocator import DeviceAllocator, DevicesUnavailable
 from iris.rpc.models import DeviceSpec, RunSpec
+from iris.rpc.ports import free_port
 
 logger = logging.getLogger(__name__)
 
@@ -333,12 +333,6 @@ def tpu_env(inventory: DeviceInventory, chips: Sequence[int], process_port: int)
     }
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 class DeviceBroker:
     """Plugs into ``SubprocessRuntime(devices=...)``: devices for an attempt at launch, back at release."""
 
@@ -361,7 +355,7 @@ class DeviceBroker:
         if self.inventory.type == "gpu":
             return gpu_env(indices)
         if self.inventory.type == "tpu":
-            return tpu_env(self.inventory, indices, _free_port())
+            return tpu_env(self.inventory, indices, free_port())
         return {"IRIS_DEVICE_IDS": ",".join(str(i) for i in indices)}
 
     def release(self, attempt_uid: str) -> None:

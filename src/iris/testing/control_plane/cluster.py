@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import yaml
 
+from iris.rpc.ports import free_port
 from iris.testing.control_plane import kueue_manifests
 from iris.testing.control_plane.binaries import read_versions, repo_root, require_binaries
 from iris.testing.control_plane.kubeconfig import write_kubeconfig
@@ -29,7 +30,6 @@ from iris.testing.control_plane.pki import Pki, generate_pki
 from iris.testing.control_plane.processes import (
     StartupError,
     alive,
-    free_port,
     launch,
     log_tail,
     stop_group,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,12 +17,6 @@ _PR_SET_PDEATHSIG = 1
 
 class StartupError(RuntimeError):
     """A component did not become ready; the message names it and quotes its log's tail."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _die_with_parent() -> None:
