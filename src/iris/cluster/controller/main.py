@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import logging
 import os
@@ -70,6 +71,10 @@ def serve(
         app, log_level="warning", access_log=False, timeout_keep_alive=120, lifespan="off", log_config=None
     )
     server = uvicorn.Server(config)
+    # What start-up built (modules, the app, caches) lives as long as the process: keep it out of
+    # every later collection. A full collection over it took ~35 ms in the middle of a request.
+    gc.collect()
+    gc.freeze()
     controller.start()
 
     def _announce() -> None:
