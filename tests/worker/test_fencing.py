@@ -17,7 +17,7 @@ from iris.cluster.controller.worker_health import (
     fence_after,
 )
 from iris.rpc.enums import TaskState, WorkerStatus
-from iris.rpc.models import DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
+from iris.rpc.models import AttemptObservation, DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
 
 
 def run(uid: str, *argv: str) -> DesiredAttempt:
@@ -149,13 +149,19 @@ def test_sigstopped_worker_has_its_attempts_killed_while_it_is_stopped(tmp_path:
         finally:
             proc.popen.send_signal(signal.SIGCONT)
         # Continued, the worker reports the attempt as killed by fencing (infrastructure), not failed.
-        wait_until(
-            lambda: (
-                proc.observe([DesiredAttempt(attempt_uid="s1", intent="run")], "s1").state is TaskState.KILLED
-            ),
-            timeout=15,
-            what="the fenced attempt to be reported KILLED",
-        )
+        seen: list[AttemptObservation] = []
+
+        def reported_killed() -> bool:
+            seen.append(proc.observe([DesiredAttempt(attempt_uid="s1", intent="run")], "s1"))
+            return seen[-1].state is TaskState.KILLED
+
+        try:
+            wait_until(reported_killed, timeout=15, what="the fenced attempt to be reported KILLED")
+        except AssertionError as exc:  # once in a loaded full run: say what the worker reported
+            marks = sorted(p.name for p in (proc.state_dir / "fenced").glob("*"))
+            raise AssertionError(
+                f"{exc}; last reported {seen[-1:]!r}; fence marks {marks}; log {log_text(proc, 's1')[-1500:]!r}"
+            ) from None
     finally:
         proc.stop()
         stub.stop()
