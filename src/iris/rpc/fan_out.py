@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iris.rpc.transport import (
+    RECV_BYTES,
     AnswerParser,
     BadAnswer,
     HttpReply,
@@ -27,8 +28,6 @@ from iris.rpc.transport import (
     describe,
     request_head,
 )
-
-_RECV_BYTES = 256 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,7 +162,7 @@ class FanOut:
                 if flight.sent == len(flight.out):
                     sel.modify(sock, selectors.EVENT_READ, flight)
                 return
-            data = sock.recv(_RECV_BYTES)
+            data = sock.recv(RECV_BYTES)
             if flight.answer.feed(data):
                 self._finish(flight, HttpReply(flight.answer.status, flight.answer.body), sel)
         except (BlockingIOError, InterruptedError):

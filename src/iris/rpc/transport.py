@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # An answer's status line and headers: more than this is not one of our servers.
 MAX_HEAD_BYTES = 64 * 1024
 _NO_BODY = frozenset({204, 304})
-_RECV_BYTES = 256 * 1024
+RECV_BYTES = 256 * 1024
 
 
 class TransportError(Exception):
@@ -54,20 +54,12 @@ class PeerClosed(Exception):
     """The peer closed the connection before answering (an idle keep-alive connection it dropped)."""
 
 
-class _Connection:
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 class KeepAliveTransport:
     def __init__(self, *, timeout_s: float = 3.0) -> None:
         self.timeout_s = timeout_s
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._all: set[_Connection] = set()
+        self._all: set[socket.socket] = set()
 
     def request(
         self,
@@ -88,10 +80,10 @@ class KeepAliveTransport:
             if conn is None:
                 conn = self._connect(address, timeout)
             try:
-                conn.sock.settimeout(timeout)
-                conn.sock.sendall(head + body if body else head)
+                conn.settimeout(timeout)
+                conn.sendall(head + body if body else head)
                 answer = AnswerParser(method)
-                while not answer.feed(conn.sock.recv(_RECV_BYTES)):
+                while not answer.feed(conn.recv(RECV_BYTES)):
                     pass
                 if answer.close:
                     self._drop(address)
@@ -109,13 +101,13 @@ class KeepAliveTransport:
                 raise
         raise TransportError("unreachable")  # pragma: no cover - the loop always returns or raises
 
-    def _connections(self) -> dict[str, _Connection]:
+    def _connections(self) -> dict[str, socket.socket]:
         conns = getattr(self._local, "conns", None)
         if conns is None:
             conns = self._local.conns = {}
         return conns
 
-    def _connect(self, address: str, timeout: float) -> _Connection:
+    def _connect(self, address: str, timeout: float) -> socket.socket:
         tls = address.startswith("https://")
         host, _, port = address.removeprefix("https://").removeprefix("http://").rpartition(":")
         if not port.isdigit():
@@ -128,11 +120,10 @@ class KeepAliveTransport:
                 sock = _tls_context().wrap_socket(sock, server_hostname=host)
         except OSError as exc:
             raise TransportError(describe(exc), timed_out=isinstance(exc, TimeoutError), sent=False) from None
-        conn = _Connection(sock)
-        self._connections()[address] = conn
+        self._connections()[address] = sock
         with self._lock:
-            self._all.add(conn)
-        return conn
+            self._all.add(sock)
+        return sock
 
     def _drop(self, address: str) -> None:
         conn = self._connections().pop(address, None)
