@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -28,6 +29,12 @@ def wait_until(
             return last
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what} (last value: {last!r})")
+
+
+# A worker finds the leftover processes it must kill by worker id and attempt uid in their
+# environment. Tests use fixed attempt uids ("s1"), so the worker id is unique per test session:
+# two suites run side by side on one machine must not kill each other's attempts.
+TEST_WORKER_ID = f"w-test-{os.getpid()}"
 
 
 # The real control plane (session-scoped; tests using it carry the real_k8s marker).

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from tests.conftest import TEST_WORKER_ID
 from tests.runtime.helpers import make_spec, wait_done
 
 from iris.cluster.runtime import KillReason, SubprocessRuntime
@@ -58,7 +59,7 @@ def preparer() -> ScriptedPreparer:
 def runtime(tmp_path: Path, preparer: ScriptedPreparer) -> Iterator[SubprocessRuntime]:
     rt = SubprocessRuntime(
         tmp_path / "state",
-        worker_id="w-test",
+        worker_id=TEST_WORKER_ID,
         controller_url="http://127.0.0.1:1",
         kill_grace_s=1.0,
         monitor_interval_s=0.05,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+from tests.conftest import TEST_WORKER_ID
+
 from iris.cluster.runtime import SubprocessRuntime
 from iris.rpc.enums import TERMINAL_TASK_STATES
 from iris.rpc.models import Entrypoint, ResourceSpec, RunSpec
@@ -29,7 +31,7 @@ def make_spec(*argv: str, entrypoint: Entrypoint | None = None, uid: str | None 
 def new_runtime(tmp_path: Path) -> SubprocessRuntime:
     return SubprocessRuntime(
         tmp_path / "state",
-        worker_id="w-test",
+        worker_id=TEST_WORKER_ID,
         controller_url="http://127.0.0.1:1",
         kill_grace_s=1.0,
         monitor_interval_s=0.05,

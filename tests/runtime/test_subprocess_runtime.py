@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from tests.conftest import TEST_WORKER_ID
 from tests.runtime.helpers import make_spec, new_runtime, wait_done
 
 from iris.cluster.runtime import KillReason, SubprocessRuntime
@@ -178,7 +179,7 @@ def test_environment_carries_job_env_and_iris_contract(runtime: SubprocessRuntim
     assert env["IRIS_TASK_INDEX"] == "0"
     assert env["IRIS_ATTEMPT_UID"] == spec.attempt_uid
     assert env["IRIS_ATTEMPT_NUMBER"] == "0"
-    assert env["IRIS_WORKER_ID"] == "w-test"
+    assert env["IRIS_WORKER_ID"] == TEST_WORKER_ID
     assert env["IRIS_CONTROLLER_URL"] == "http://127.0.0.1:1"
     assert env["PATH"] == os.environ["PATH"]
     ports = {int(env["IRIS_PORT_HTTP"]), int(env["IRIS_PORT_GRPC_API"])}
@@ -220,14 +221,17 @@ def test_leftover_trees_are_killed_when_the_worker_restarts(tmp_path: Path) -> N
         "import sys\nfrom pathlib import Path\n"
         "from iris.cluster.runtime import SubprocessRuntime\n"
         "from iris.rpc.models import Entrypoint, ResourceSpec, RunSpec\n"
-        "rt = SubprocessRuntime(Path(sys.argv[1]), worker_id='w-restart', controller_url='http://x')\n"
+        "rt = SubprocessRuntime(Path(sys.argv[1]), worker_id=sys.argv[2], controller_url='http://x')\n"
         "spec = RunSpec(attempt_uid='left1', attempt_number=0, job_id='/a/j', task_id='/a/j/0', task_index=0,\n"
         "    entrypoint=Entrypoint.from_command('sh', '-c', 'sleep 100 & sleep 100'), resources=ResourceSpec())\n"
         "print(rt.start(spec).state, flush=True)\n"
         "sys.stdin.read()\n"
     )
     worker = subprocess.Popen(
-        [sys.executable, "-c", script, str(state)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script, str(state), TEST_WORKER_ID],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert worker.stdout.readline().strip() == "RUNNING"
     record = json.loads((state / "pids" / "left1.json").read_text())
@@ -237,7 +241,7 @@ def test_leftover_trees_are_killed_when_the_worker_restarts(tmp_path: Path) -> N
     worker.wait()
     assert all(pid_alive(pid) for pid in tree)
 
-    restarted = SubprocessRuntime(state, worker_id="w-restart", controller_url="http://x")
+    restarted = SubprocessRuntime(state, worker_id=TEST_WORKER_ID, controller_url="http://x")
     try:
         assert restarted.leftovers_killed == ["left1"]
         wait_until(lambda: not any(pid_alive(pid) for pid in tree), timeout=5)
@@ -256,7 +260,7 @@ def test_leftover_record_with_a_reused_pid_kills_nothing(tmp_path: Path) -> None
     try:
         record = {"attempt_uid": "old", "pgid": bystander.pid, "start_ticks": 1, "boot_id": "whatever"}
         (state / "pids" / "old.json").write_text(json.dumps(record))
-        rt = SubprocessRuntime(state, worker_id="w-reuse", controller_url="http://x")
+        rt = SubprocessRuntime(state, worker_id=TEST_WORKER_ID, controller_url="http://x")
         rt.shutdown()
         assert rt.leftovers_killed == ["old"]
         assert bystander.poll() is None
@@ -266,7 +270,9 @@ def test_leftover_record_with_a_reused_pid_kills_nothing(tmp_path: Path) -> None
 
 
 def test_shutdown_kills_running_attempts(tmp_path: Path) -> None:
-    rt = SubprocessRuntime(tmp_path / "s", worker_id="w", controller_url="http://x", kill_grace_s=0.5)
+    rt = SubprocessRuntime(
+        tmp_path / "s", worker_id=TEST_WORKER_ID, controller_url="http://x", kill_grace_s=0.5
+    )
     spec = make_spec("sleep", "60")
     rt.start(spec)
     rt.shutdown()
@@ -276,7 +282,9 @@ def test_shutdown_kills_running_attempts(tmp_path: Path) -> None:
 
 def test_state_changes_are_reported_through_the_callback(tmp_path: Path) -> None:
     changes: list[str] = []
-    rt = SubprocessRuntime(tmp_path / "s", worker_id="w", controller_url="http://x", on_change=changes.append)
+    rt = SubprocessRuntime(
+        tmp_path / "s", worker_id=TEST_WORKER_ID, controller_url="http://x", on_change=changes.append
+    )
     try:
         spec = make_spec("true")
         rt.start(spec)
@@ -288,7 +296,11 @@ def test_state_changes_are_reported_through_the_callback(tmp_path: Path) -> None
 
 def test_retention_keeps_only_the_newest_finished_attempts(tmp_path: Path) -> None:
     rt = SubprocessRuntime(
-        tmp_path / "s", worker_id="w", controller_url="http://x", keep_finished=3, monitor_interval_s=0.05
+        tmp_path / "s",
+        worker_id=TEST_WORKER_ID,
+        controller_url="http://x",
+        keep_finished=3,
+        monitor_interval_s=0.05,
     )
     try:
         specs = [make_spec("true") for _ in range(6)]

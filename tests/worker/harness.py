@@ -18,6 +18,7 @@ import httpx
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
+from tests.conftest import TEST_WORKER_ID
 
 from iris.rpc.models import (
     DesiredAttempt,
@@ -184,7 +185,7 @@ def start_worker(
     tmp_path: Path,
     controller_url: str,
     *extra: str,
-    worker_id: str = "w-test",
+    worker_id: str = TEST_WORKER_ID,
     entry: list[str] = MODULE_ENTRY,
     wait_registered: bool = True,
 ) -> WorkerProcess:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from tests.conftest import TEST_WORKER_ID
 from tests.worker.harness import CLICK_ENTRY, ControllerStub, WorkerProcess, start_worker, wait_until
 
 from iris.rpc.enums import StopReason, TaskState
@@ -96,20 +97,20 @@ def test_registers_with_capacity_attributes_and_address(tmp_path: Path, controll
     try:
         wait_until(lambda: controller.registrations, what="registration")
         reg = controller.registrations[0]
-        assert reg.worker_id == "w-test" and reg.address == proc.address
+        assert reg.worker_id == TEST_WORKER_ID and reg.address == proc.address
         assert reg.capacity.cpu_millicores == 500 and reg.capacity.memory_bytes == 4 * 1000**3
         assert reg.capacity.device is not None and reg.capacity.device.count == 2
         # --device also advertises device-type/-variant, so constraints can name them.
         assert reg.attributes == {"zone": "us-a", "pool": "x", "device-type": "gpu", "device-variant": "a100"}
         assert (reg.slice_id, reg.scale_group) == ("slice-1", "cpu-small")
-        assert proc.http.get("/healthz").json() == {"worker_id": "w-test", "ok": True}
+        assert proc.http.get("/healthz").json() == {"worker_id": TEST_WORKER_ID, "ok": True}
     finally:
         assert proc.stop() == 0
 
 
 def test_spec_on_first_call_then_bare_keeps(worker: WorkerProcess) -> None:
     first = worker.reconcile([run("a1", "sleep", "30")])
-    assert first.worker_id == "w-test"
+    assert first.worker_id == TEST_WORKER_ID
     assert [(o.attempt_uid, o.state) for o in first.observations] == [("a1", TaskState.RUNNING)]
     assert first.observations[0].started_at is not None and not first.observations[0].runtime_released
     assert first.health.healthy and first.health.running_attempts == 1 and first.health.disk_free_bytes > 0
@@ -174,11 +175,11 @@ def test_wrong_worker_id_is_rejected_with_409(worker: WorkerProcess) -> None:
     answer = worker.http.post("/reconcile", json={"worker_id": "someone-else", "attempts": []})
     assert answer.status_code == 409
     error = answer.json()["error"]
-    assert error["code"] == "failed_precondition" and "w-test" in error["message"]
+    assert error["code"] == "failed_precondition" and TEST_WORKER_ID in error["message"]
 
 
 def test_malformed_reconcile_is_a_400_with_a_message(worker: WorkerProcess) -> None:
-    answer = worker.http.post("/reconcile", json={"worker_id": "w-test"})
+    answer = worker.http.post("/reconcile", json={"worker_id": TEST_WORKER_ID})
     assert answer.status_code == 400 and "attempts" in answer.json()["error"]["message"]
 
 
@@ -186,7 +187,7 @@ def test_nudge_arrives_when_an_attempt_finishes(worker: WorkerProcess, controlle
     wait_until(lambda: controller.registrations, what="registration")
     worker.reconcile([run("n1", "sleep", "0.3")])
     began = time.time()
-    wait_until(lambda: controller.nudges_from("w-test", since=began), what="nudge after finish")
+    wait_until(lambda: controller.nudges_from(TEST_WORKER_ID, since=began), what="nudge after finish")
     assert worker.observe([run("n1")], "n1").state is TaskState.SUCCEEDED
 
 
@@ -221,7 +222,7 @@ def test_reregisters_after_the_controller_restarts(tmp_path: Path) -> None:
             wait_until(
                 lambda: restarted.registrations, timeout=15, what="registration with the new controller"
             )
-            assert restarted.registrations[0].worker_id == "w-test"
+            assert restarted.registrations[0].worker_id == TEST_WORKER_ID
             # The attempt kept running through the outage.
             assert proc.observe([run("r1")], "r1").state is TaskState.RUNNING
         finally:
@@ -257,7 +258,7 @@ def test_nudge_answered_404_triggers_registration(tmp_path: Path) -> None:
         try:
             proc.reconcile([run("f1", "true")])
             wait_until(lambda: forgetful.registrations, timeout=10, what="registration after a 404 nudge")
-            assert forgetful.nudges_from("w-test") >= 1
+            assert forgetful.nudges_from(TEST_WORKER_ID) >= 1
         finally:
             forgetful.stop()
     finally:

@@ -58,14 +58,15 @@ def test_forged_reconcile_from_another_process_is_refused_and_runs_nothing(
     # Another local process, knowing the address but not the secret, forges a reconcile
     # (and an empty desired set, which would otherwise kill every task on the worker).
     forger = (
-        "import sys, httpx\n"
-        "url, body = sys.argv[1], sys.argv[2].encode()\n"
-        'for content in (body, b\'{"worker_id": "w-test", "attempts": []}\'):\n'
+        "import json, sys, httpx\n"
+        "url, body, worker_id = sys.argv[1], sys.argv[2].encode(), sys.argv[3]\n"
+        "empty = json.dumps({'worker_id': worker_id, 'attempts': []}).encode()\n"
+        "for content in (body, empty):\n"
         "    r = httpx.post(url + '/reconcile', content=content, headers={'content-type': 'application/json'})\n"
         "    print(r.status_code, r.json()['error']['code'])\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", forger, f"http://{worker.address}", body.decode()],
+        [sys.executable, "-c", forger, f"http://{worker.address}", body.decode(), worker.worker_id],
         capture_output=True,
         text=True,
         timeout=60,
