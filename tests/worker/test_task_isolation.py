@@ -207,7 +207,10 @@ def test_the_daemon_hides_proc_once_and_its_attempts_start_through_one_exec(work
     pgid = json.loads((worker.state_dir / "pids" / "fast-1.json").read_text())["pgid"]
     task = psutil.Process(pgid)
     # setpriv exec'd into the command itself: no unshare, sh or mount left between daemon and task.
-    assert task.cmdline() == ["sleep", "100"] and task.ppid() == worker.popen.pid
+    # RUNNING means the process exists; its exec chain may still be under way (mid-exec its
+    # cmdline reads empty), so wait for the final command in the same process.
+    wait_until(lambda: task.cmdline() == ["sleep", "100"], what="the attempt's process to exec into sleep")
+    assert task.ppid() == worker.popen.pid
     assert task.uids().real >= 200000
     worker.reconcile([])
 
