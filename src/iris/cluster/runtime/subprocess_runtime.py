@@ -185,14 +185,14 @@ class SubprocessRuntime:
         preparer: Preparer | None = None,
         devices: DeviceBroker | None = None,
         isolation: Isolation | None = None,
-        die_with_worker: bool = False,
         log_max_bytes: int = DEFAULT_MAX_LOG_BYTES,
         disk_check_interval_s: float = 5.0,
         min_free_disk_bytes: int = MIN_FREE_DISK_BYTES,
     ) -> None:
-        """``die_with_worker``: each attempt's process gets SIGKILL when the worker dies (even by
-        kill -9), via ``PR_SET_PDEATHSIG``; the processes are created on long-lived threads, since
-        the signal fires when the creating *thread* exits."""
+        """Processes are created on long-lived threads: under ``isolation`` each gets
+        ``PR_SET_PDEATHSIG``, which fires when the creating *thread* exits. Without isolation
+        nothing is put between worker and task (an extra exec would double a short task's CPU):
+        the worker's watchdog kills every attempt tree when the worker dies."""
         self.state_dir = Path(state_dir)
         self.attempts_dir = self.state_dir / "attempts"
         self.pids_dir = self.state_dir / "pids"
@@ -216,8 +216,6 @@ class SubprocessRuntime:
         self._disk_check_interval_s = disk_check_interval_s
         self._min_free_disk_bytes = min_free_disk_bytes
         self._next_disk_check = 0.0
-        setpriv = shutil.which("setpriv") if die_with_worker and isolation is None else None
-        self._death_prefix = [setpriv, "--pdeathsig=KILL", "--"] if setpriv else []
         self._spawner = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-spawn")
         self.tasks_dir = isolation.task_root if isolation is not None else self.attempts_dir
         self._boot_id = boot_id()
@@ -529,9 +527,7 @@ class SubprocessRuntime:
                 env["PATH"] = os.pathsep.join([*preparation.path_prepend, env.get("PATH", os.defpath)])
         if self._devices is not None:
             env.update(self._devices.acquire(spec))  # released with the attempt, on every path
-        prefix = self._death_prefix
         if self._isolation is not None:
-            prefix = []  # the privilege drop sets the parent-death signal itself (after the uid change)
             lease = self._isolation.pool.acquire()
             with self._lock:
                 attempt.lease = lease
@@ -547,7 +543,7 @@ class SubprocessRuntime:
         try:
             popen = self._spawner.submit(
                 subprocess.Popen,
-                [*prefix, *argv],
+                argv,
                 cwd=work_dir,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -201,7 +201,6 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
             envs_dir=isolation.task_root / "envs" if isolation is not None else None,
         ),
         isolation=isolation,
-        die_with_worker=True,
         devices=DeviceBroker(inventory) if inventory is not None else None,
     )
     if runtime.leftovers_killed:
