@@ -8,7 +8,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from iris.rpc.log_models import AttemptUsage
@@ -57,6 +57,26 @@ class AttemptLog:
         return int(tail) if tail.isdigit() else 0
 
 
+def new_attempt_log(attempt_uid: str, task_id: str, attempt_number: int, now: float) -> AttemptLog:
+    """The index row of an attempt whose log has no line yet."""
+    job_id = task_id.rsplit("/", 1)[0]
+    return AttemptLog(attempt_uid, task_id, job_id, attempt_number, 0, 0, None, None, False, now)
+
+
+@dataclass(slots=True)
+class IndexWrites:
+    """What one push changes in the index: rows to add, rows' new sizes and ends, usage reports."""
+
+    adds: list[AttemptLog] = field(default_factory=list)
+    updates: list[AttemptLog] = field(default_factory=list)
+    usages: list[tuple[str, AttemptUsage]] = field(default_factory=list)
+    now: float = 0.0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.adds or self.updates or self.usages)
+
+
 def _row(r: sqlite3.Row) -> AttemptLog:
     return AttemptLog(
         r["attempt_uid"],
@@ -93,32 +113,39 @@ class LogIndex:
             ).fetchone()
         return _row(r) if r is not None else None
 
-    def add(self, attempt_uid: str, task_id: str, attempt_number: int, now: float) -> None:
-        job_id = task_id.rsplit("/", 1)[0]
+    def write(self, writes: IndexWrites) -> None:
+        """Apply one push's changes in one transaction (a commit per statement cost more than the push)."""
+        if writes.empty:
+            return
         with self._lock:
-            self._conn.execute(
-                "INSERT OR IGNORE INTO log_attempts (attempt_uid, task_id, job_id, attempt_number,"
-                " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-                (attempt_uid, task_id, job_id, attempt_number, now, now),
-            )
-
-    def update(
-        self,
-        attempt_uid: str,
-        *,
-        lines: int,
-        size: int,
-        first_ts: float | None,
-        last_ts: float | None,
-        final: bool,
-        now: float,
-    ) -> None:
-        with self._lock:
-            self._conn.execute(
-                "UPDATE log_attempts SET lines = ?, bytes = ?, first_ts = ?, last_ts = ?,"
-                " final = MAX(final, ?), updated_at = ? WHERE attempt_uid = ?",
-                (lines, size, first_ts, last_ts, int(final), now, attempt_uid),
-            )
+            self._conn.execute("BEGIN")
+            try:
+                self._conn.executemany(
+                    "INSERT OR IGNORE INTO log_attempts (attempt_uid, task_id, job_id, attempt_number,"
+                    " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    [
+                        (a.attempt_uid, a.task_id, a.job_id, a.attempt_number, a.updated_at, a.updated_at)
+                        for a in writes.adds
+                    ],
+                )
+                self._conn.executemany(
+                    "UPDATE log_attempts SET lines = ?, bytes = ?, first_ts = ?, last_ts = ?,"
+                    " final = MAX(final, ?), updated_at = ? WHERE attempt_uid = ?",
+                    [
+                        (a.lines, a.bytes, a.first_ts, a.last_ts, int(a.final), a.updated_at, a.attempt_uid)
+                        for a in writes.updates
+                    ],
+                )
+                self._conn.executemany(
+                    "INSERT INTO attempt_usage (attempt_uid, usage_json, updated_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT(attempt_uid) DO UPDATE SET usage_json = excluded.usage_json,"
+                    " updated_at = excluded.updated_at",
+                    [(uid, usage.model_dump_json(), writes.now) for uid, usage in writes.usages],
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     def of_tasks(self, task_ids: Sequence[str]) -> list[AttemptLog]:
         out: list[AttemptLog] = []
@@ -170,13 +197,7 @@ class LogIndex:
             self._conn.executemany("DELETE FROM attempt_usage WHERE attempt_uid = ?", [(u,) for u in uids])
 
     def set_usage(self, attempt_uid: str, usage: AttemptUsage, now: float) -> None:
-        with self._lock:
-            self._conn.execute(
-                "INSERT INTO attempt_usage (attempt_uid, usage_json, updated_at) VALUES (?, ?, ?)"
-                " ON CONFLICT(attempt_uid) DO UPDATE SET usage_json = excluded.usage_json,"
-                " updated_at = excluded.updated_at",
-                (attempt_uid, usage.model_dump_json(), now),
-            )
+        self.write(IndexWrites(usages=[(attempt_uid, usage)], now=now))
 
     def usage_of(self, attempt_uids: Sequence[str]) -> dict[str, AttemptUsage]:
         out: dict[str, AttemptUsage] = {}

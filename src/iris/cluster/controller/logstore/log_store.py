@@ -16,9 +16,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
-from iris.cluster.controller.logstore.index import AttemptLog, LogIndex
+from iris.cluster.controller.logstore.index import AttemptLog, IndexWrites, LogIndex, new_attempt_log
 from iris.cluster.controller.logstore.segment import BadLogData, Segment, split_lines
 from iris.rpc.errors import InvalidArgument
 from iris.rpc.log_models import AttemptUsage, LogAck, LogPushRequest, LogPushResponse
@@ -91,8 +92,9 @@ class LogStore:
         now = self.clock()
         acks: dict[str, LogAck] = {}
         stored_any = False
+        writes = IndexWrites(now=now)
         for chunk in request.chunks:
-            meta = self._meta(chunk.attempt_uid, resolve, now)
+            meta = self._meta(chunk.attempt_uid, resolve, now, writes)
             if meta is None:
                 acks[chunk.attempt_uid] = LogAck(lines=-1, final=True)
                 continue
@@ -108,20 +110,22 @@ class LogStore:
                 raise InvalidArgument(f"log push for attempt {chunk.attempt_uid}: {exc}") from None
             final = meta.final or (chunk.final and chunk.first_line + len(raw_lines) <= stored)
             if stored != before or final != meta.final:
-                self.index.update(
-                    chunk.attempt_uid,
+                updated = replace(
+                    meta,
                     lines=stored,
-                    size=segment.bytes,
+                    bytes=segment.bytes,
                     first_ts=segment.first_ts,
                     last_ts=segment.last_ts,
                     final=final,
-                    now=now,
+                    updated_at=now,
                 )
-                self._known[chunk.attempt_uid] = _with(meta, stored, segment.bytes, final, now)
+                writes.updates.append(updated)
+                self._known[chunk.attempt_uid] = updated
                 stored_any = True
             if chunk.usage is not None:
-                self.index.set_usage(chunk.attempt_uid, chunk.usage, now)
+                writes.usages.append((chunk.attempt_uid, chunk.usage))
             acks[chunk.attempt_uid] = LogAck(lines=stored, final=final)
+        self.index.write(writes)
         if stored_any:
             with self._changed:
                 self._changed.notify_all()
@@ -135,7 +139,9 @@ class LogStore:
     def record_usage(self, attempt_uid: str, usage: AttemptUsage) -> None:
         self.index.set_usage(attempt_uid, usage, self.clock())
 
-    def _meta(self, attempt_uid: str, resolve: Resolver, now: float) -> AttemptLog | None:
+    def _meta(
+        self, attempt_uid: str, resolve: Resolver, now: float, writes: IndexWrites
+    ) -> AttemptLog | None:
         if attempt_uid in self._known:
             return self._known[attempt_uid]
         meta = self.index.get(attempt_uid)
@@ -143,9 +149,8 @@ class LogStore:
             owner = resolve(attempt_uid)
             if owner is None:
                 return None  # not cached: the attempt may be created a moment later
-            task_id, number = owner
-            self.index.add(attempt_uid, task_id, number, now)
-            meta = self.index.get(attempt_uid)
+            meta = new_attempt_log(attempt_uid, *owner, now)
+            writes.adds.append(meta)
         with self._lock:
             self._known[attempt_uid] = meta
             while len(self._known) > 4 * _SEGMENTS_OPEN:
@@ -216,18 +221,3 @@ class LogStore:
                 # A worker that pushes this attempt again is told to stop.
                 self._known[meta.attempt_uid] = None
         self.index.remove(m.attempt_uid for m in metas)
-
-
-def _with(meta: AttemptLog, lines: int, size: int, final: bool, now: float) -> AttemptLog:
-    return AttemptLog(
-        meta.attempt_uid,
-        meta.task_id,
-        meta.job_id,
-        meta.attempt_number,
-        lines,
-        size,
-        meta.first_ts,
-        meta.last_ts,
-        final,
-        now,
-    )
