@@ -306,6 +306,10 @@ class LogShipper:
         return self._oldest_file(cursor), True
 
     def _oldest_file(self, cursor: _Cursor) -> Path:
+        # Rotation always leaves a ``.1``: without one the log has never rotated (most logs; this
+        # runs for every new attempt, so it stats one name, not all of them).
+        if not os.path.exists(f"{cursor.path}.1"):
+            return cursor.path
         return next((path for path in rotated_paths(cursor.path) if path.exists()), cursor.path)
 
     def _seek(self, cursor: _Cursor, line: int) -> None:
