@@ -19,14 +19,16 @@ from iris.rpc.transport import HttpReply, TransportError
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    peers: list[tuple[str, int]] = []
+    # (server port, client address): the kernel may give connections to different servers the
+    # same local port, so a client address alone does not name a connection.
+    peers: list[tuple[int, tuple[str, int]]] = []
 
     def log_message(self, *_: object) -> None:
         pass
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        type(self).peers.append(self.client_address)
+        type(self).peers.append((self.server.server_address[1], self.client_address))
         if self.path == "/hang":
             time.sleep(2.0)
         data = json.dumps({"port": self.server.server_address[1], "echo": body.decode()}).encode()
