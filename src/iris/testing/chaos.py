@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import random
+import secrets
 import signal
 import threading
 import time
@@ -29,6 +30,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
+
+import httpx
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, TaskState
 from iris.cluster.types import TERMINAL_JOB_STATES
@@ -63,6 +66,8 @@ class ChaosReport:
     reopened: list[str] = field(default_factory=list)
     overlaps: list[Overlap] = field(default_factory=list)
     recovery_s: list[float] = field(default_factory=list)  # controller kill -> next attempt start
+    # The HTTP status of a call without a token, when the controller listened beyond loopback.
+    open_call_status: int | None = None
 
     def row(self, experiment: str) -> dict[str, str]:
         faults = ", ".join(f"{n} {k}" for k, n in sorted(self.faults.items())) or "none"
@@ -253,6 +258,18 @@ def _run(
     os.chmod(stamps, 0o1777)  # attempts may run as uids of their own
     rng = random.Random(seed)
     started = time.monotonic()
+    # Workers behind links reach the controller on their link's address, so it listens on every
+    # address: then it takes callers by token only, like any controller off loopback.
+    admin, worker = (secrets.token_hex(16), secrets.token_hex(16)) if links else (None, None)
+    controller_args: list[str] = []
+    if links:
+        config = state_dir / "cluster.yaml"
+        config.write_text(
+            "auth:\n  tokens:\n"
+            f"    - {{token: {admin}, role: admin}}\n"
+            f"    - {{token: {worker}, role: worker}}\n"
+        )
+        controller_args = ["--config", str(config)]
     with LocalCluster(
         workers=0 if links else 3,
         host="0.0.0.0" if links else "127.0.0.1",
@@ -261,13 +278,18 @@ def _run(
         worker_memory="8GB",
         worker_grace_s=worker_grace_s,
         tick_s=0.5,
+        controller_args=controller_args,
+        token=admin,
+        worker_token=worker,
     ) as cluster:
         for i, link in enumerate(links):
             cluster.add_worker(
                 i, wait=False, host=link.ns_ip, launcher=link.exec_prefix, controller_host=link.host_ip
             )
         cluster.wait_for_workers(3)
-        client = IrisClient(cluster.url)
+        if links:
+            report.open_call_status = httpx.get(f"{cluster.url}/api/v1/jobs", timeout=10).status_code
+        client = IrisClient(cluster.url, token=admin)
         specs = [
             client.build_spec(
                 task_command(stamps, rng.randint(*beats)),
