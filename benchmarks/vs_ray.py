@@ -54,7 +54,14 @@ def iris_round(tasks: int, workers: int, index: int) -> float:
 def ray_round(ray_python: Path, tasks: int, tries: int = 5) -> tuple[float, str]:
     """One Ray round in its own process; retried, since on a loaded machine Ray's raylet can miss
     its fixed 30 s start-up deadline. Only the 1,000 tasks are timed, never Ray's start."""
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+    # Started under `uv run`, Ray would start its workers through `uv run` in our project (its
+    # uv hook): they then fail to start, or set up an environment that is not Ray's venv.
+    env = {
+        **os.environ,
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "disabled",
+        "RAY_ENABLE_UV_RUN_RUNTIME_ENV": "0",
+    }
     for _ in range(tries):
         done = subprocess.run(
             [str(ray_python), "-c", RAY_ROUND, str(tasks)],
