@@ -60,6 +60,15 @@ def test_bad_data_is_refused(store: LogStore) -> None:
         push(store, "a1", 0, encode(1, "x").rstrip("\n"))
 
 
+def test_a_refused_chunk_leaves_the_earlier_chunks_of_its_push_indexed(store: LogStore) -> None:
+    good = LogChunk(attempt_uid="a1", first_line=0, data=lines(0, 3))
+    bad = LogChunk(attempt_uid="b1", first_line=0, data="not json\n")
+    with pytest.raises(InvalidArgument):
+        store.push(LogPushRequest(worker_id="w", chunks=[good, bad]), resolve)
+    row = store.index.get("a1")
+    assert row is not None and row.lines == 3 and row.task_id == "/u/job/0"
+
+
 def test_tail_reads_the_last_lines_and_paging_reads_any_window(store: LogStore) -> None:
     total = 3 * STRIDE + 17
     push(store, "a1", 0, lines(0, total))

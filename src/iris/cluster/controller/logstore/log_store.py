@@ -22,7 +22,7 @@ from pathlib import Path
 from iris.cluster.controller.logstore.index import AttemptLog, IndexWrites, LogIndex, new_attempt_log
 from iris.cluster.controller.logstore.segment import BadLogData, Segment, split_lines
 from iris.rpc.errors import InvalidArgument
-from iris.rpc.log_models import AttemptUsage, LogAck, LogPushRequest, LogPushResponse
+from iris.rpc.log_models import AttemptUsage, LogAck, LogChunk, LogPushRequest, LogPushResponse
 
 logger = logging.getLogger(__name__)
 
@@ -91,45 +91,57 @@ class LogStore:
         """Store what continues each attempt's log; answer how far each one is stored."""
         now = self.clock()
         acks: dict[str, LogAck] = {}
-        stored_any = False
         writes = IndexWrites(now=now)
-        for chunk in request.chunks:
-            meta = self._meta(chunk.attempt_uid, resolve, now, writes)
-            if meta is None:
-                acks[chunk.attempt_uid] = LogAck(lines=-1, final=True)
-                continue
-            try:
-                raw_lines = split_lines(chunk.data.encode("utf-8"))
-            except BadLogData as exc:
-                raise InvalidArgument(f"log push for attempt {chunk.attempt_uid}: {exc}") from None
-            segment = self.segment(chunk.attempt_uid)
-            before = segment.lines
-            try:
-                stored = segment.append_at(chunk.first_line, raw_lines)
-            except BadLogData as exc:
-                raise InvalidArgument(f"log push for attempt {chunk.attempt_uid}: {exc}") from None
-            final = meta.final or (chunk.final and chunk.first_line + len(raw_lines) <= stored)
-            if stored != before or final != meta.final:
-                updated = replace(
-                    meta,
-                    lines=stored,
-                    bytes=segment.bytes,
-                    first_ts=segment.first_ts,
-                    last_ts=segment.last_ts,
-                    final=final,
-                    updated_at=now,
-                )
-                writes.updates.append(updated)
-                self._known[chunk.attempt_uid] = updated
-                stored_any = True
-            if chunk.usage is not None:
-                writes.usages.append((chunk.attempt_uid, chunk.usage))
-            acks[chunk.attempt_uid] = LogAck(lines=stored, final=final)
-        self.index.write(writes)
-        if stored_any:
+        try:
+            for chunk in request.chunks:
+                acks[chunk.attempt_uid] = self._store_chunk(chunk, resolve, now, writes)
+        finally:
+            # What earlier chunks stored is indexed even when a later one is refused.
+            self._write_index(writes)
+        if writes.updates:
             with self._changed:
                 self._changed.notify_all()
         return LogPushResponse(acks=acks)
+
+    def _store_chunk(self, chunk: LogChunk, resolve: Resolver, now: float, writes: IndexWrites) -> LogAck:
+        meta = self._meta(chunk.attempt_uid, resolve, now, writes)
+        if meta is None:
+            return LogAck(lines=-1, final=True)
+        try:
+            raw_lines = split_lines(chunk.data.encode("utf-8"))
+        except BadLogData as exc:
+            raise InvalidArgument(f"log push for attempt {chunk.attempt_uid}: {exc}") from None
+        segment = self.segment(chunk.attempt_uid)
+        before = segment.lines
+        try:
+            stored = segment.append_at(chunk.first_line, raw_lines)
+        except BadLogData as exc:
+            raise InvalidArgument(f"log push for attempt {chunk.attempt_uid}: {exc}") from None
+        final = meta.final or (chunk.final and chunk.first_line + len(raw_lines) <= stored)
+        if stored != before or final != meta.final:
+            updated = replace(
+                meta,
+                lines=stored,
+                bytes=segment.bytes,
+                first_ts=segment.first_ts,
+                last_ts=segment.last_ts,
+                final=final,
+                updated_at=now,
+            )
+            writes.updates.append(updated)
+            self._known[chunk.attempt_uid] = updated
+        if chunk.usage is not None:
+            writes.usages.append((chunk.attempt_uid, chunk.usage))
+        return LogAck(lines=stored, final=final)
+
+    def _write_index(self, writes: IndexWrites) -> None:
+        try:
+            self.index.write(writes)
+        except BaseException:
+            with self._lock:  # not indexed after all: the next push reads (or adds) the row again
+                for row in (*writes.adds, *writes.updates):
+                    self._known.pop(row.attempt_uid, None)
+            raise
 
     def wait_for_lines(self, timeout: float) -> None:
         """Block until some push stores lines (or the timeout): lets a follower poll without spinning."""
