@@ -7,7 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iris.cluster.controller.job_state import rollup_job_state
-from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
+from iris.cluster.controller.round import settle_by_counts, settle_job
+from iris.cluster.controller.store import JobRollup, JobRow, JobSnapshot
+from iris.cluster.controller.task_state import TaskSnapshot
+from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, PriorityBand, TaskState
 
 S, J = TaskState, JobState
 
@@ -49,3 +52,29 @@ def test_terminal_jobs_never_change_and_success_needs_all(
         assert new is current
     if new is J.SUCCEEDED and current is not J.SUCCEEDED:
         assert sum(counts.values()) == counts.get(S.SUCCEEDED, 0) > 0
+
+
+@given(tasks=st.integers(1, 20), started=st.floats(0, 1000), running=st.booleans())
+def test_a_succeeded_job_settles_by_counts_as_its_full_snapshot_would(
+    tasks: int, started: float, running: bool
+) -> None:
+    """The count-only settle of a job whose tasks all succeeded makes exactly the change the full
+    snapshot's settle makes (the full read is skipped for it)."""
+    job = JobRow(
+        job_id="/u/j", name="j", user="u", parent_job_id=None, root_job_id="/u", depth=1,
+        state=J.RUNNING if running else J.PENDING, priority=PriorityBand.INTERACTIVE, replicas=tasks,
+        spec_json="{}", submitted_at=0.0, root_submitted_at=0.0, started_at=started, finished_at=None,
+        scheduling_deadline=None, error=None, exit_code=None, pending_reason=None,
+    )  # fmt: skip
+    done = tuple(
+        TaskSnapshot(
+            f"/u/j/{i}", S.SUCCEEDED, f"a{i}", started_at=started + i, finished_at=2000.0, exit_code=0
+        )
+        for i in range(tasks)
+    )
+    now = 3000.0
+    by_counts, full = settle_by_counts([JobRollup(job, {S.SUCCEEDED: tasks}, 0, False)], now)
+    assert full == []
+    (change,) = by_counts.changes
+    assert change == settle_job(JobSnapshot(job, done, {}, 0, False), now)
+    assert [w.state for w in change.writes] == [J.SUCCEEDED]

@@ -3,12 +3,15 @@ a fake clock and an in-memory fleet, stepped round by round."""
 
 from __future__ import annotations
 
+import base64
+import json
 from pathlib import Path
 
+from iris.cluster.controller.auth import Authenticator, StaticToken
 from iris.cluster.controller.backend import BackendKind
 from iris.rpc.enums import JobState, PriorityBand, TaskState
 from iris.rpc.models import CoschedulingConfig
-from iris.testing.round_harness import RoundHarness
+from iris.testing.round_harness import FakeClock, RoundHarness
 
 S = TaskState
 
@@ -39,6 +42,30 @@ def test_failure_is_retried_within_its_budget() -> None:
     task = h.task(job)
     assert [state for _, state, _ in task.attempts] == [S.FAILED, S.SUCCEEDED]
     assert h.job_state(job) is JobState.SUCCEEDED
+
+
+def test_every_attempt_gets_its_own_spec_and_a_retry_long_after_gets_a_fresh_job_token() -> None:
+    clock = FakeClock()  # the job tokens' expiry runs on the harness's clock
+    auth = Authenticator([StaticToken("admin-secret", "admin")], secret=b"s", clock=clock)
+    h = RoundHarness(workers=1, clock=clock, auth=auth)
+    job = h.submit("pair", replicas=2, max_retries_failure=1)
+    h.step()
+    first = {s.spec.task_id: s.spec for s in h.fleet.sent if s.spec is not None}
+    assert sorted(first) == [f"{job}/0", f"{job}/1"]
+    for task_id, spec in first.items():
+        assert spec.task_index == int(task_id.rsplit("/", 1)[1]) and spec.attempt_number == 0
+        assert spec.attempt_uid == h.task(job, spec.task_index).attempts[0][0] and spec.user == "story"
+    h.clock.advance(2 * 3600)  # past the age at which a job's run template is rebuilt
+    h.fleet.finish(first[f"{job}/0"].attempt_uid, exit_code=3, error="exit code 3")
+    h.step(2)
+    (retry,) = [s.spec for s in h.fleet.sent if s.spec is not None and s.spec.attempt_number == 1]
+    assert retry.task_id == f"{job}/0" and retry.attempt_uid == h.task(job, 0).attempts[1][0]
+    assert _token_expiry(retry.env["IRIS_TOKEN"]) >= _token_expiry(first[f"{job}/0"].env["IRIS_TOKEN"]) + 3600
+
+
+def _token_expiry(token: str) -> float:
+    payload = token.split(".")[1]
+    return float(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["exp"])
 
 
 def test_a_lost_worker_is_reaped_and_its_task_retries_elsewhere() -> None:

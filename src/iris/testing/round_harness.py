@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from iris.cluster.controller import store
+from iris.cluster.controller.auth import Authenticator
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller
 from iris.rpc.enums import JobState, PriorityBand, TaskState
@@ -52,8 +53,10 @@ class RoundHarness:
         worker_grace_s: float = 10.0,
         register: bool = True,
         attributes: dict[str, str] | None = None,
+        auth: Authenticator | None = None,
     ) -> None:
         self.clock = clock or FakeClock()
+        self.auth = auth
         self.fleet = fleet or InMemoryFleet()
         self.kind = kind
         self.state_dir = state_dir
@@ -79,6 +82,7 @@ class RoundHarness:
             clock=self.clock,
             worker_grace_s=self.worker_grace_s,
             tick_interval_s=1.0,
+            auth=self.auth,
         )
 
     def restart(self) -> None:

@@ -37,6 +37,7 @@ from iris.rpc.models import (
     ExecRequest,
     ExecResponse,
     LogsResponse,
+    RunSpec,
     WorkerHealth,
 )
 
@@ -219,6 +220,7 @@ class Sent:
     attempt_uid: str
     intent: str
     task_id: str | None
+    spec: RunSpec | None = None
 
 
 class InMemoryFleet:
@@ -268,7 +270,7 @@ class InMemoryFleet:
     def _apply(self, worker_id: str | None, desired: DesiredAttempt) -> AttemptObservation:
         uid = desired.attempt_uid
         task_id = desired.spec.task_id if desired.spec is not None else None
-        self.sent.append(Sent(worker_id, uid, desired.intent, task_id))
+        self.sent.append(Sent(worker_id, uid, desired.intent, task_id, desired.spec))
         if self.instant:
             return AttemptObservation.model_validate(instant_observation(uid, desired.intent))
         attempt = self.attempts.get(uid)

@@ -95,6 +95,10 @@ from iris.rpc.signing import load_or_create_key, new_master_key, worker_secret
 
 log = logging.getLogger("iris.controller")
 DISK_FULL_LOG_INTERVAL_S = 30.0  # a full state disk is logged once per this many seconds
+SPEC_CACHE_SIZE = 10_000  # parsed job specs (and run templates) kept in memory
+# A run template carries the job's token (valid for days): rebuilt this often, so a retry long
+# after the job started still gets a fresh one.
+RUN_TEMPLATE_MAX_AGE_S = 3600.0
 
 
 class TimeSeries:
@@ -167,6 +171,7 @@ class Controller:
         self._nudged: set[str] = set()
         self._dirty_workers: set[str] = set()
         self._spec_cache: OrderedDict[str, JobSpec] = OrderedDict()
+        self._run_templates: dict[str, tuple[RunSpec, float]] = {}
         self._last_full_round = 0.0
         self._disk_full_logged = float("-inf")
         self._last_timeout_scan = 0.0
@@ -456,7 +461,7 @@ class Controller:
                         },
                     )
                 elif isinstance(w, SetJob) and w.state in TERMINAL_JOB_STATES:
-                    self._spec_cache.pop(w.job_id, None)
+                    self._forget_spec(w.job_id)
                     log.info(
                         "job %s %s%s",
                         w.job_id,
@@ -561,7 +566,7 @@ class Controller:
             if store.jobs_with_live_attempts(cur, store.job_tree(cur, job_id)):
                 raise AlreadyExists(f"job {job_id} is still stopping its tasks: try again in a moment")
             replaces = job_id
-            self._spec_cache.pop(job_id, None)
+            self._forget_spec(job_id)
         insert = InsertJob(
             job_id=job_id,
             spec=spec,
@@ -943,9 +948,13 @@ class Controller:
                 spec_json = row.spec_json
             spec = JobSpec.model_validate_json(spec_json)
             self._spec_cache[job_id] = spec
-            if len(self._spec_cache) > 10_000:
+            if len(self._spec_cache) > SPEC_CACHE_SIZE:
                 self._spec_cache.popitem(last=False)
         return spec
+
+    def _forget_spec(self, job_id: str) -> None:
+        self._spec_cache.pop(job_id, None)
+        self._run_templates.pop(job_id, None)
 
     def _specs_for(self, spec_json: Mapping[str, str], job_ids: Iterable[str]) -> dict[str, JobSpec]:
         specs = {job_id: self._job_spec(job_id, text) for job_id, text in spec_json.items()}
@@ -955,17 +964,35 @@ class Controller:
         return specs
 
     def _run_spec(self, a: store.LiveAttempt) -> RunSpec:
-        spec = self._job_spec(a.job_id)
+        """The attempt's spec: its job's template (validated once) with the attempt's own fields."""
+        now = self.clock()
+        cached = self._run_templates.get(a.job_id)
+        if cached is None or now - cached[1] > RUN_TEMPLATE_MAX_AGE_S:
+            cached = self._run_templates[a.job_id] = (self._run_template(a.job_id), now)
+            while len(self._run_templates) > SPEC_CACHE_SIZE:
+                self._run_templates.pop(next(iter(self._run_templates)))
+        return cached[0].model_copy(
+            update={
+                "attempt_uid": a.attempt_uid,
+                "attempt_number": a.attempt_number,
+                "task_id": a.task_id,
+                "task_index": a.task_index,
+            }
+        )
+
+    def _run_template(self, job_id: str) -> RunSpec:
+        spec = self._job_spec(job_id)
+        user = JobName.parse(job_id).user
         env = dict(spec.env)
         if self.auth.enabled:
             # The task acts as its job's user: sub-jobs, endpoints and its bundle need no other secret.
-            env["IRIS_TOKEN"] = self.auth.job_token(a.job_id, JobName.parse(a.job_id).user)
+            env["IRIS_TOKEN"] = self.auth.job_token(job_id, user)
         return RunSpec(
-            attempt_uid=a.attempt_uid,
-            attempt_number=a.attempt_number,
-            job_id=a.job_id,
-            task_id=a.task_id,
-            task_index=a.task_index,
+            attempt_uid="",
+            attempt_number=0,
+            job_id=job_id,
+            task_id="",
+            task_index=0,
             entrypoint=spec.entrypoint,
             resources=spec.resources,
             env=env,
@@ -978,7 +1005,7 @@ class Controller:
             preferences=spec.preferences,
             replicas=spec.replicas,
             coscheduling=spec.coscheduling,
-            user=JobName.parse(a.job_id).user,
+            user=user,
         )
 
 
