@@ -54,26 +54,32 @@ def test_terminal_jobs_never_change_and_success_needs_all(
         assert sum(counts.values()) == counts.get(S.SUCCEEDED, 0) > 0
 
 
-@given(tasks=st.integers(1, 20), started=st.floats(0, 1000), running=st.booleans())
+@given(
+    tasks=st.integers(1, 20),
+    started=st.floats(0, 1000),
+    running=st.booleans(),
+    task_starts=st.booleans(),
+)
 def test_a_succeeded_job_settles_by_counts_as_its_full_snapshot_would(
-    tasks: int, started: float, running: bool
+    tasks: int, started: float, running: bool, task_starts: bool
 ) -> None:
     """The count-only settle of a job whose tasks all succeeded makes exactly the change the full
-    snapshot's settle makes (the full read is skipped for it)."""
+    snapshot's settle makes (the full read is skipped for it), whether or not the job was ever
+    seen running and whether or not its quick tasks were."""
     job = JobRow(
         job_id="/u/j", name="j", user="u", parent_job_id=None, root_job_id="/u", depth=1,
         state=J.RUNNING if running else J.PENDING, priority=PriorityBand.INTERACTIVE, replicas=tasks,
-        spec_json="{}", submitted_at=0.0, root_submitted_at=0.0, started_at=started, finished_at=None,
-        scheduling_deadline=None, error=None, exit_code=None, pending_reason=None,
+        spec_json="{}", submitted_at=0.0, root_submitted_at=0.0, started_at=started if running else None,
+        finished_at=None, scheduling_deadline=None, error=None, exit_code=None, pending_reason=None,
     )  # fmt: skip
+    starts = [started + i if task_starts else None for i in range(tasks)]
     done = tuple(
-        TaskSnapshot(
-            f"/u/j/{i}", S.SUCCEEDED, f"a{i}", started_at=started + i, finished_at=2000.0, exit_code=0
-        )
+        TaskSnapshot(f"/u/j/{i}", S.SUCCEEDED, f"a{i}", started_at=starts[i], finished_at=2000.0, exit_code=0)
         for i in range(tasks)
-    )
+    )  # fmt: skip
+    first = min((s for s in starts if s is not None), default=None)  # what the store reads for it
     now = 3000.0
-    by_counts, full = settle_by_counts([JobRollup(job, {S.SUCCEEDED: tasks}, 0, False)], now)
+    by_counts, full = settle_by_counts([JobRollup(job, {S.SUCCEEDED: tasks}, 0, False, first)], now)
     assert full == []
     (change,) = by_counts.changes
     assert change == settle_job(JobSnapshot(job, done, {}, 0, False), now)

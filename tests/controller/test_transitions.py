@@ -81,12 +81,14 @@ def edges(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[TaskState, Tas
     seen: list[tuple[TaskState, TaskState]] = []
     real = store.commit
 
-    def recording(cur: sqlite3.Cursor, effects: Effects, now: float) -> Applied:
+    def recording(
+        cur: sqlite3.Cursor, effects: Effects, now: float, *, read_at: int | None = None
+    ) -> Applied:
         for change in effects.changes:
             for w in change.writes:
                 if isinstance(w, MoveTask):
                     seen.append((w.before.state, w.after.state))
-        return real(cur, effects, now)
+        return real(cur, effects, now, read_at=read_at)
 
     monkeypatch.setattr(store, "commit", recording)
     yield seen

@@ -318,6 +318,7 @@ class Controller:
         queue = self._queue
         scope: PassScope | None = None
         with self.db.read() as cur:
+            read_at = store.writes_so_far(cur)
             if queue is not None:
                 snap, scope = self._queued_snapshot(queue, cur, now, deadlines)
             else:
@@ -338,6 +339,7 @@ class Controller:
                 unplaced=None,
                 submitted_at={p.task_id: p.submitted_at for p in snap.pending},
             )
+        plan = replace(plan, read_at=read_at)
         if scope is not None:
             plan = replace(plan, scope=scope)
             self._last_pass_s = time.perf_counter() - started
@@ -401,7 +403,7 @@ class Controller:
                 self._passed(self._queue, plan.scope, plan)
             return False
         with self.db.transaction() as cur:
-            applied = self._commit(cur, plan.effects, plan.now)
+            applied = self._commit(cur, plan.effects, plan.now, read_at=plan.read_at)
         if self._queue is not None and plan.scope is not None:
             self._passed(self._queue, plan.scope, plan)
         for task_id, (_, number) in applied.attempts.items():
@@ -410,10 +412,12 @@ class Controller:
                 self.metrics.dispatch_latency_seconds.observe(max(0.0, plan.now - submitted))
         return plan.effects.urgent
 
-    def _commit(self, cur: sqlite3.Cursor, effects: Effects, now: float) -> Applied:
+    def _commit(
+        self, cur: sqlite3.Cursor, effects: Effects, now: float, *, read_at: int | None = None
+    ) -> Applied:
         """``store.commit`` plus what follows in the same transaction: touched jobs roll up, jobs
-        that ended take their live sub-jobs with them."""
-        applied = store.commit(cur, effects, now)
+        that ended take their live sub-jobs with them. ``read_at``: see ``store.commit``."""
+        applied = store.commit(cur, effects, now, read_at=read_at)
         rollups = store.job_rollups(cur, applied.jobs)
         by_counts, full = kernel.settle_by_counts(rollups, now)
         settled = store.commit(cur, by_counts, now)
@@ -916,12 +920,13 @@ class Controller:
         if not observations:
             return False
         with self.db.read() as cur:
+            read_at = store.writes_so_far(cur)
             snap = store.observation_snapshot(cur, observations)
         effects = kernel.fold_observations(snap, observations.values(), now)
         if not effects:
             return False
         with self.db.transaction() as cur:
-            applied = self._commit(cur, effects, now)
+            applied = self._commit(cur, effects, now, read_at=read_at)
             first_runs = {
                 w.before.task_id: w.after.started_at
                 for c in applied.changes

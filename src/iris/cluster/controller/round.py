@@ -100,6 +100,8 @@ class RoundPlan:
     waiting_gangs: frozenset[str] = frozenset()  # gangs whose earlier members are still stopping
     # WORKER: what the pending queue let this pass see (the controller records it once committed).
     scope: PassScope | None = None
+    # ``store.writes_so_far`` when the pass's snapshot was read (see ``store.commit``).
+    read_at: int | None = None
 
     def with_effects(self, more: Effects) -> RoundPlan:
         return replace(self, effects=self.effects + more)
@@ -514,7 +516,8 @@ def _job_outcome(state: JobState, tasks: Iterable[TaskSnapshot]) -> tuple[int | 
 
 def settle_by_counts(rollups: Iterable[JobRollup], now: float) -> tuple[Effects, list[str]]:
     """Roll jobs up from their task-state histograms; returns the jobs that need their full
-    snapshot (``settle_job``): gangs, and jobs whose roll-up ends them (their tasks are killed)."""
+    snapshot (``settle_job``): gangs, and jobs whose roll-up ends them with live tasks to kill or
+    a failed task to name (a job whose tasks all succeeded ends from its counts alone)."""
     changes: list[Change] = []
     full: list[str] = []
     for r in rollups:
@@ -524,10 +527,11 @@ def settle_by_counts(rollups: Iterable[JobRollup], now: float) -> tuple[Effects,
             max_task_failures=r.max_task_failures,
             ever_started=r.job.started_at is not None,
         )
-        if new is JobState.SUCCEEDED and not r.coscheduled and r.job.started_at is not None:
+        if new is JobState.SUCCEEDED and not r.coscheduled:
             # Every task succeeded: nothing to kill and nothing to read (a full snapshot of a
             # 10,000-task job is 10,000 rows); the same change ``settle_job`` would make.
-            done = JobSnapshot(r.job, (), {}, r.max_task_failures, coscheduled=False)
+            job = r.job if r.job.started_at is not None else replace(r.job, started_at=r.first_task_start)
+            done = JobSnapshot(job, (), {}, r.max_task_failures, coscheduled=False)
             changes.append(terminate_job(done, new, None, StopReason.JOB_TERMINATED, now, exit_code=0))
         elif r.coscheduled or new in TERMINAL_JOB_STATES:
             full.append(r.job.job_id)

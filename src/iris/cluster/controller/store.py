@@ -1009,6 +1009,9 @@ class JobRollup:
     counts: Mapping[TaskState, int]
     max_task_failures: int
     coscheduled: bool
+    # The earliest start of its tasks, read only for a job never seen running whose tasks all
+    # succeeded (quick tasks may never be seen RUNNING): the roll-up ends it with that start.
+    first_task_start: float | None = None
 
 
 def _job_meta(spec_json: str) -> tuple[int, bool]:
@@ -1028,7 +1031,12 @@ def job_rollups(cur: sqlite3.Cursor, job_ids: Iterable[str]) -> list[JobRollup]:
     out = []
     for j in jobs:
         max_failures, coscheduled = _job_meta(j.spec_json)
-        out.append(JobRollup(j, counts[j.job_id], max_failures, coscheduled))
+        first_start = None
+        if j.started_at is None and counts[j.job_id].keys() == {TaskState.SUCCEEDED}:
+            (first_start,) = cur.execute(
+                "SELECT MIN(started_at) FROM tasks WHERE job_id = ?", (j.job_id,)
+            ).fetchone()
+        out.append(JobRollup(j, counts[j.job_id], max_failures, coscheduled, first_start))
     return out
 
 
@@ -1080,41 +1088,62 @@ class CommitInvariantError(RuntimeError):
     """A guarded write matched a different number of rows than its guard check promised."""
 
 
-def commit(cur: sqlite3.Cursor, effects: Effects, now: float) -> Applied:
+def writes_so_far(cur: sqlite3.Cursor) -> int:
+    """How many rows this connection has written since it opened: unchanged between a snapshot and
+    a commit means no row moved in between (only the controller's one connection writes the file)."""
+    return cur.connection.total_changes
+
+
+def commit(cur: sqlite3.Cursor, effects: Effects, now: float, *, read_at: int | None = None) -> Applied:
     """Apply ``effects`` in the caller's transaction; drop every change a guard refuses.
 
     Guards are checked against the rows as they are now (under the transaction), changes in
     order: a change applied earlier in the same commit moves the versions later ones see.
+    ``read_at`` is ``writes_so_far`` when every task and attempt the effects name was read: if no
+    row was written since, those rows are still exactly as read and are not read back (each
+    write still names its version, and a write that matches no row aborts the transaction).
     """
     applied = Applied()
     task_ids: set[str] = set()
     attempt_uids: set[str] = set()
     job_ids: set[str] = set()
     worker_ids: set[str] = set()
+    unchanged = read_at is not None and writes_so_far(cur) == read_at
+    task_rows: dict[str, tuple[int, TaskState]] = {}
+    attempt_rows: dict[str, tuple[int, str | None]] = {}
     for change in effects.changes:
         for w in change.writes:
             if isinstance(w, MoveTask):
                 task_ids.add(w.before.task_id)
+                if unchanged:
+                    task_rows.setdefault(w.before.task_id, (w.before.version, w.before.state))
             elif isinstance(w, MoveAttempt):
                 attempt_uids.add(w.before.attempt_uid)
+                if unchanged:
+                    attempt_rows.setdefault(w.before.attempt_uid, (w.before.version, w.before.worker_id))
             elif isinstance(w, Assign):
                 task_ids.add(w.task_id)
+                if unchanged:
+                    task_rows.setdefault(w.task_id, (w.task_version, TaskState.PENDING))
                 if w.worker_id is not None:
                     worker_ids.add(w.worker_id)
             elif isinstance(w, SetJob):
                 job_ids.add(w.job_id)
-    task_rows = {
-        r[0]: (r[1], _TASK_STATE[r[2]])
-        for r in select_in(cur, "SELECT task_id, version, state FROM tasks WHERE task_id IN (:ids)", task_ids)
-    }
-    attempt_rows = {
-        r[0]: (r[1], r[2])
-        for r in select_in(
-            cur,
-            "SELECT attempt_uid, version, worker_id FROM attempts WHERE attempt_uid IN (:ids)",
-            attempt_uids,
-        )
-    }
+    if not unchanged:
+        task_rows = {
+            r[0]: (r[1], _TASK_STATE[r[2]])
+            for r in select_in(
+                cur, "SELECT task_id, version, state FROM tasks WHERE task_id IN (:ids)", task_ids
+            )
+        }
+        attempt_rows = {
+            r[0]: (r[1], r[2])
+            for r in select_in(
+                cur,
+                "SELECT attempt_uid, version, worker_id FROM attempts WHERE attempt_uid IN (:ids)",
+                attempt_uids,
+            )
+        }
     job_rows = {
         r[0]: _JOB_STATE[r[1]]
         for r in select_in(cur, "SELECT job_id, state FROM jobs WHERE job_id IN (:ids)", job_ids)
