@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from iris.cluster.controller import store
@@ -26,7 +24,7 @@ def test_a_write_since_the_snapshot_makes_the_commit_read_its_guards_and_drop_th
         read_at = store.writes_so_far(cur)
     with h.controller.db.transaction() as cur:  # a newer write to the same task
         cur.execute("UPDATE tasks SET version = version + 1 WHERE task_id = ?", (task_id,))
-    move = MoveTask(before, replace(before, state=TaskState.UNSCHEDULABLE, error="x"))
+    move = MoveTask(before, before._replace(state=TaskState.UNSCHEDULABLE, error="x"))
     with h.controller.db.transaction() as cur:
         applied = store.commit(cur, Effects(changes=(Change((move,)),)), 1.0, read_at=read_at)
     assert len(applied.dropped) == 1 and not applied.changes
@@ -37,8 +35,8 @@ def test_a_trusted_guard_that_does_not_hold_aborts_the_whole_transaction() -> No
     """Trusting the snapshot skips reading rows back, never the version each write names."""
     h = RoundHarness()
     task_id, before = _pending_task(h)
-    wrong = replace(before, version=before.version + 7)  # as if read from a row that moved on
-    move = MoveTask(wrong, replace(wrong, state=TaskState.UNSCHEDULABLE, error="x"))
+    wrong = before._replace(version=before.version + 7)  # as if read from a row that moved on
+    move = MoveTask(wrong, wrong._replace(state=TaskState.UNSCHEDULABLE, error="x"))
     with pytest.raises(store.CommitInvariantError), h.controller.db.transaction() as cur:
         store.commit(cur, Effects(changes=(Change((move,)),)), 1.0, read_at=store.writes_so_far(cur))
     assert h.task("/story/one").state is TaskState.PENDING

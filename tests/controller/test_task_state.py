@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -167,4 +165,4 @@ def test_properties(
 
 def test_replace_keeps_snapshots_plain() -> None:
     t = task()
-    assert replace(t, state=S.PENDING).state is S.PENDING
+    assert t._replace(state=S.PENDING).state is S.PENDING

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -157,8 +156,8 @@ def test_the_commit_refuses_an_unlisted_edge_and_drops_a_stale_one() -> None:
     with h.controller.db.read() as cur:
         (task,) = store.task_snapshots(cur, [f"{job}/0"]).values()
     assert task.state is S.SUCCEEDED
-    reopen = Change((MoveTask(task, replace(task, state=S.RUNNING)),))
-    stale = Change((MoveTask(replace(task, version=task.version - 1), replace(task, error="late")),))
+    reopen = Change((MoveTask(task, task._replace(state=S.RUNNING)),))
+    stale = Change((MoveTask(task._replace(version=task.version - 1), task._replace(error="late")),))
     with h.controller.db.transaction() as cur:
         applied = store.commit(cur, Effects(changes=(reopen, stale)), h.clock())
     assert applied.refused == [reopen] and applied.dropped == [stale] and applied.changes == []

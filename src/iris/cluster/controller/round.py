@@ -260,8 +260,7 @@ def plan_deadlines(snap: RoundSnapshot, specs: Mapping[str, JobSpec], now: float
             continue
         timeout = specs[job_of(task.task_id)].timeout_s or 0.0
         stopped = stop_attempt(task, attempt, StopReason.TASK_TIMEOUT, now).attempt
-        failed = replace(
-            task,
+        failed = task._replace(
             state=TaskState.FAILED,
             finished_at=now,
             exit_code=None,
@@ -279,7 +278,7 @@ def plan_deadlines(snap: RoundSnapshot, specs: Mapping[str, JobSpec], now: float
             )
         error = f"scheduling timeout: {reason or 'it never fit'}"
         writes.append(
-            MoveTask(task, replace(task, state=TaskState.UNSCHEDULABLE, finished_at=now, error=error))
+            MoveTask(task, task._replace(state=TaskState.UNSCHEDULABLE, finished_at=now, error=error))
         )
         changes.append(Change(tuple(writes)))
     return Effects(changes=tuple(changes), urgent=bool(changes))
@@ -410,8 +409,8 @@ def terminate_job(
         attempt = js.attempts.get(task.current_attempt_uid or "")
         if attempt is not None and not attempt.released and attempt.state not in TERMINAL_TASK_STATES:
             writes.append(MoveAttempt(attempt, stop_attempt(task, attempt, reason, now).attempt))
-        current[task_id] = replace(
-            task, state=TaskState.KILLED, finished_at=now, error=task.error or "killed"
+        current[task_id] = task._replace(
+            state=TaskState.KILLED, finished_at=now, error=task.error or "killed"
         )
     for task_id, task in current.items():
         if task != originals[task_id]:
@@ -496,11 +495,11 @@ def _gang_follow_up(js: JobSnapshot, tasks: dict[str, TaskSnapshot], now: float)
         if attempt is not None:
             reason = StopReason.JOB_TERMINATED if dead else StopReason.PREEMPTED
             stopped = stop_attempt(task, attempt, reason, now).attempt
-            writes.append(MoveAttempt(attempt, replace(stopped, state=TaskState.COSCHED_FAILED, error=why)))
+            writes.append(MoveAttempt(attempt, stopped._replace(state=TaskState.COSCHED_FAILED, error=why)))
         if dead:
-            tasks[task_id] = replace(task, state=TaskState.COSCHED_FAILED, finished_at=now, error=why)
+            tasks[task_id] = task._replace(state=TaskState.COSCHED_FAILED, finished_at=now, error=why)
         else:
-            tasks[task_id] = replace(task, state=TaskState.PENDING)
+            tasks[task_id] = task._replace(state=TaskState.PENDING)
     return writes
 
 

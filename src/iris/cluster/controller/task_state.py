@@ -10,14 +10,17 @@ A controller-side stop (kill, preemption, timeout) marks the attempt terminal at
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from iris.rpc.enums import ACTIVE_TASK_STATES, TERMINAL_TASK_STATES, StopReason, TaskState
 from iris.rpc.models import AttemptObservation
 
 
-@dataclass(frozen=True, slots=True)
-class TaskSnapshot:
+class TaskSnapshot(NamedTuple):
+    """A task row as read (immutable; ``_replace`` makes the next one). A named tuple, not a
+    dataclass: a round builds, copies and compares several per task, at a fraction of the cost."""
+
     task_id: str
     state: TaskState
     current_attempt_uid: str | None
@@ -33,8 +36,9 @@ class TaskSnapshot:
     version: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class AttemptSnapshot:
+class AttemptSnapshot(NamedTuple):
+    """An attempt row as read (immutable, like ``TaskSnapshot``)."""
+
     attempt_uid: str
     task_id: str
     state: TaskState
@@ -73,17 +77,17 @@ def retry_or_terminal(
     if outcome is TaskState.FAILED:
         count = task.failure_count + 1
         if count <= task.max_retries_failure:
-            return replace(task, state=TaskState.PENDING, failure_count=count)
-        return replace(task, state=TaskState.FAILED, failure_count=count, finished_at=now)
+            return task._replace(state=TaskState.PENDING, failure_count=count)
+        return task._replace(state=TaskState.FAILED, failure_count=count, finished_at=now)
     if outcome in (TaskState.WORKER_FAILED, TaskState.PREEMPTED):
         if never_started:
-            return replace(task, state=TaskState.PENDING)
+            return task._replace(state=TaskState.PENDING)
         count = task.preemption_count + 1
         if count <= task.max_retries_preemption:
-            return replace(task, state=TaskState.PENDING, preemption_count=count)
-        return replace(task, state=outcome, preemption_count=count, finished_at=now)
-    return replace(
-        task, state=outcome, finished_at=now if outcome in TERMINAL_TASK_STATES else task.finished_at
+            return task._replace(state=TaskState.PENDING, preemption_count=count)
+        return task._replace(state=outcome, preemption_count=count, finished_at=now)
+    return task._replace(
+        state=outcome, finished_at=now if outcome in TERMINAL_TASK_STATES else task.finished_at
     )
 
 
@@ -105,10 +109,10 @@ def apply_observation(
         finished = attempt.finished_at
         if finished is None and (released or state in TERMINAL_TASK_STATES):
             finished = obs.finished_at or now
-        return Transition(task=task, attempt=replace(attempt, released=released, finished_at=finished))
+        return Transition(task=task, attempt=attempt._replace(released=released, finished_at=finished))
 
     if state in (TaskState.PENDING, TaskState.ASSIGNED):
-        return Transition(task=task, attempt=replace(attempt, released=released))
+        return Transition(task=task, attempt=attempt._replace(released=released))
     if state is TaskState.KILLED:
         state = TaskState.WORKER_FAILED  # killed without being asked: infrastructure took it
         error = error or "the attempt was killed by its runtime"
@@ -118,8 +122,7 @@ def apply_observation(
     started_at = attempt.started_at or obs.started_at
     if started_at is None and state is TaskState.RUNNING:
         started_at = now
-    new_attempt = replace(
-        attempt,
+    new_attempt = attempt._replace(
         state=state,
         released=released,
         started_at=started_at,
@@ -133,18 +136,18 @@ def apply_observation(
 
     if not terminal:
         task_started = task.started_at or (started_at if state is TaskState.RUNNING else None)
-        return Transition(task=replace(task, state=state, started_at=task_started), attempt=new_attempt)
-    task = replace(task, started_at=task.started_at or started_at)  # a quick task may never be seen RUNNING
+        return Transition(task=task._replace(state=state, started_at=task_started), attempt=new_attempt)
+    task = task._replace(started_at=task.started_at or started_at)  # a quick task may never be seen RUNNING
     if state is TaskState.SUCCEEDED:
-        done = replace(
-            task, state=TaskState.SUCCEEDED, exit_code=obs.exit_code or 0, error=None, finished_at=now
+        done = task._replace(
+            state=TaskState.SUCCEEDED, exit_code=obs.exit_code or 0, error=None, finished_at=now
         )
         return Transition(task=done, attempt=new_attempt)
 
     outcome = state if state in (TaskState.FAILED, TaskState.PREEMPTED) else TaskState.WORKER_FAILED
     never_started = outcome is not TaskState.FAILED and attempt.state is TaskState.ASSIGNED
     new_task = retry_or_terminal(task, outcome, never_started=never_started, now=now)
-    new_task = replace(new_task, exit_code=obs.exit_code, error=error or obs.message)
+    new_task = new_task._replace(exit_code=obs.exit_code, error=error or obs.message)
     return Transition(task=new_task, attempt=new_attempt, failed_attempt=outcome is TaskState.FAILED)
 
 
@@ -164,5 +167,5 @@ def stop_attempt(task: TaskSnapshot, attempt: AttemptSnapshot, reason: StopReaso
         StopReason.SUPERSEDED: "superseded by a newer attempt",
         StopReason.WORKER_DRAIN: "its worker is draining",
     }[reason]
-    new_attempt = replace(attempt, state=outcome, stop_reason=reason, error=attempt.error or error)
+    new_attempt = attempt._replace(state=outcome, stop_reason=reason, error=attempt.error or error)
     return Transition(task=task, attempt=new_attempt)
