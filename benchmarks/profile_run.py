@@ -29,9 +29,11 @@ from iris.client import IrisClient, ResourceSpec
 HERE = Path(__file__).resolve().parent
 
 
-def attach(pid: int, out: Path, rate: int) -> subprocess.Popen[bytes]:
+def attach(pid: int, out: Path, rate: int, gil: bool = False) -> subprocess.Popen[bytes]:
     argv = ["uv", "tool", "run", "py-spy", "record", "--pid", str(pid), "--rate", str(rate)]
     argv += ["--format", "raw", "--nonblocking", "-o", str(out)]
+    if gil:
+        argv.append("--gil")
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -45,6 +47,12 @@ def main() -> None:
     parser.add_argument("--rate", type=int, default=50, help="samples per second per process")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--out", type=Path, help="keep the raw profiles in this directory")
+    parser.add_argument(
+        "--gil",
+        action="store_true",
+        help="sample only the thread holding the GIL: where each process's Python time goes"
+        " (without it, threads waiting for the GIL or a lock count as busy where they wait)",
+    )
     args = parser.parse_args()
     res = ResourceSpec(cpu="0.1", memory="16MB")
     out = args.out or Path(tempfile.mkdtemp(prefix="iris-profile-"))
@@ -56,7 +64,7 @@ def main() -> None:
         run_tasks_job(client, "warmup", args.workers * 4, res)
         pids = {"controller": cluster.controller.proc.pid}
         pids |= {w.name: w.proc.pid for w in cluster.workers}
-        spies = {name: attach(pid, out / f"{name}.raw", args.rate) for name, pid in pids.items()}
+        spies = {name: attach(pid, out / f"{name}.raw", args.rate, args.gil) for name, pid in pids.items()}
         time.sleep(2)  # py-spy attaches
         t0 = time.perf_counter()
         if args.case == "tasks":

@@ -26,6 +26,7 @@ BENCHMARKS = (
     "local_throughput",
     "controller_simulated",
     "api_listing",
+    "api_requests",
     "scheduler_kernel",
     "worker_dispatch",
     "vs_ray",

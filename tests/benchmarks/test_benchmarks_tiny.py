@@ -27,6 +27,7 @@ EXPECTED = {
         "restart with 2000 stored tasks",
     ],
     "api_listing": ["iris job list (first 100)", "job status of one job", "status of a job with 500 tasks"],
+    "api_requests": ["GET /api/v1/cluster, round trip p50", "POST /api/v1/jobs (one at a time)"],
     "scheduler_kernel": ["scheduling kernel, mixed case", "scheduling kernel, nothing fits"],
     "worker_dispatch": ["one worker daemon, 20 true attempts"],
     "vs_ray": ["iris: 20 true tasks as one job"],
