@@ -14,8 +14,8 @@ import threading
 import time
 from collections.abc import Callable
 
-import httpx
-
+from iris.rpc.errors import IrisError, NotFound, Unavailable
+from iris.rpc.http import HttpClient
 from iris.rpc.models import RegisterRequest, RegisterResponse
 from iris.rpc.signing import RequestVerifier
 
@@ -38,7 +38,7 @@ class ControllerLink:
     ) -> None:
         self._verifier = verifier
         self._base = controller_url.rstrip("/")
-        self._headers = {"authorization": f"Bearer {token}"} if token else {}
+        self._token = token
         self._worker_id = worker_id
         self._register_request = register_request
         self._reregister_after_s = reregister_after_s
@@ -114,7 +114,7 @@ class ControllerLink:
     def _register_loop(self) -> None:
         backoff = _BACKOFF_START_S
         need_register = True
-        with httpx.Client(timeout=HTTP_TIMEOUT_S, headers=self._headers) as client:
+        with HttpClient(self._base, token=self._token, timeout_s=HTTP_TIMEOUT_S) as client:
             while not self._stopping.is_set():
                 if need_register:
                     if self._register(client):
@@ -134,24 +134,20 @@ class ControllerLink:
                     self._register_now.clear()
                     need_register = not self._stopping.is_set()
 
-    def _register(self, client: httpx.Client) -> bool:
+    def _register(self, client: HttpClient) -> bool:
         request = self._register_request()
         try:
-            answer = client.post(
-                f"{self._base}/api/v1/workers/register", content=request.model_dump_json(), headers=_JSON
-            )
-        except httpx.HTTPError as exc:
-            logger.debug("controller unreachable for registration: %s", exc)
+            answer = client.request("POST", "/api/v1/workers/register", json_body=request)
+        except Unavailable as exc:
+            logger.debug("controller unreachable for registration: %s", exc.message)
             return False
-        if answer.status_code != 200:
-            logger.warning(
-                "controller refused registration (HTTP %d): %s", answer.status_code, answer.text[:500]
-            )
+        except IrisError as exc:
+            logger.warning("controller refused registration (HTTP %d): %s", exc.status_code, exc.message[:500])
             return False
         try:
-            response = RegisterResponse.model_validate_json(answer.content)
+            response = RegisterResponse.model_validate(answer)
         except ValueError:
-            logger.warning("controller sent an unreadable registration answer: %s", answer.text[:500])
+            logger.warning("controller sent an unreadable registration answer: %s", str(answer)[:500])
             return False
         if not response.accepted:
             logger.warning("controller did not accept the registration of %s", self._worker_id)
@@ -180,7 +176,7 @@ class ControllerLink:
     # ------------------------------------------------------------------ nudges
 
     def _nudge_loop(self) -> None:
-        with httpx.Client(timeout=HTTP_TIMEOUT_S, headers=self._headers) as client:
+        with HttpClient(self._base, token=self._token, timeout_s=HTTP_TIMEOUT_S) as client:
             while not self._stopping.is_set():
                 self._nudge_wanted.wait()
                 self._nudge_wanted.clear()
@@ -191,16 +187,15 @@ class ControllerLink:
                 if unseen and not self._nudge(client):
                     self._stopping.wait(_BACKOFF_START_S)  # do not spin on a controller that is down
 
-    def _nudge(self, client: httpx.Client) -> bool:
+    def _nudge(self, client: HttpClient) -> bool:
         try:
-            answer = client.post(f"{self._base}/api/v1/workers/{self._worker_id}/nudge")
-        except httpx.HTTPError:
-            return False
-        if answer.status_code == 404:
+            client.request("POST", f"/api/v1/workers/{self._worker_id}/nudge")
+        except NotFound:
             logger.info("controller does not know this worker: registering again")
             self._register_now.set()
             return False
-        return answer.status_code < 300
+        except IrisError:
+            return False
+        return True
 
 
-_JSON = {"content-type": "application/json"}
