@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from typing import Annotated, Any
 
@@ -16,7 +17,7 @@ from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.health import HealthCache
 from iris.cluster.worker.metrics import CONTENT_TYPE, WorkerMetrics
 from iris.cluster.worker.reconcile import plan_worker_reconcile
-from iris.cluster.worker.rpc_auth import SignedRequestsOnly
+from iris.cluster.worker.rpc_auth import ASGIApp, Receive, Scope, Send, SignedRequestsOnly
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError
 from iris.rpc.models import (
@@ -113,12 +114,72 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {first['msg']}" if where else first["msg"]
 
 
+class ReconcileRoute:
+    """ASGI: ``POST /reconcile`` answered directly (it comes every round, from the controller
+    only, already verified by ``SignedRequestsOnly``); every other request goes on to FastAPI.
+
+    The request is parsed straight from the bytes by pydantic-core and applied on a thread (it
+    starts processes); errors are the API's JSON errors: 400 for a malformed request, the
+    ``IrisError``'s own status otherwise."""
+
+    def __init__(self, app: ASGIApp, service: WorkerService, metrics: WorkerMetrics | None) -> None:
+        self.app = app
+        self.service = service
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/reconcile" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        status, payload = await run_in_threadpool(self._answer, bytes(body))
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": payload})
+
+    def _answer(self, body: bytes) -> tuple[int, bytes]:
+        try:
+            request = ReconcileRequest.model_validate_json(body)
+        except ValidationError as exc:
+            return _error(InvalidArgument(f"invalid reconcile request: {_first_error(exc)}"))
+        try:
+            if self.metrics is None:
+                answer = self.service.reconcile(request)
+            else:
+                with self.metrics.time_reconcile():
+                    answer = self.service.reconcile(request)
+        except IrisError as exc:
+            return _error(exc)
+        return 200, answer.model_dump_json().encode()
+
+
+def _error(exc: IrisError) -> tuple[int, bytes]:
+    return exc.status_code, json.dumps({"error": {"code": exc.code, "message": exc.message}}).encode()
+
+
 def create_app(
     service: WorkerService, verifier: RequestVerifier, metrics: WorkerMetrics | None = None
 ) -> FastAPI:
     """Every route but ``GET /healthz`` and ``GET /metrics`` answers only requests signed by the
-    controller (rpc_auth)."""
+    controller (rpc_auth). ``POST /reconcile``, the controller's call every round, is answered
+    by ``ReconcileRoute`` straight after that check, without the framework's layers."""
     app = FastAPI(title=f"Iris worker {service.worker_id}", docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(ReconcileRoute, service=service, metrics=metrics)
     app.add_middleware(SignedRequestsOnly, verifier=verifier)
 
     @app.exception_handler(IrisError)
@@ -133,21 +194,6 @@ def create_app(
         where = ".".join(str(p) for p in first.get("loc", ()))
         message = f"invalid request: {where}: {first.get('msg', 'malformed')}" if where else "invalid request"
         return JSONResponse({"error": {"code": "invalid_argument", "message": message}}, status_code=400)
-
-    @app.post("/reconcile", response_model=ReconcileResponse)
-    async def reconcile(http_request: Request) -> Response:
-        # Parsed straight from the bytes by pydantic-core (the hot path); the guard has checked the
-        # signature, the content type and the size.
-        try:
-            request = ReconcileRequest.model_validate_json(await http_request.body())
-        except ValidationError as exc:
-            raise InvalidArgument(f"invalid reconcile request: {_first_error(exc)}") from None
-        if metrics is None:
-            answer = await run_in_threadpool(service.reconcile, request)
-        else:
-            with metrics.time_reconcile():
-                answer = await run_in_threadpool(service.reconcile, request)
-        return Response(answer.model_dump_json(), media_type="application/json")
 
     @app.get("/attempts/{attempt_uid}/logs", response_model=LogsResponse)
     def logs(
