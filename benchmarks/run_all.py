@@ -30,6 +30,7 @@ BENCHMARKS = (
     "worker_dispatch",
     "vs_ray",
     "sweeps",
+    "log_push",
 )
 
 
