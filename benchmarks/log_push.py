@@ -149,8 +149,8 @@ def push_all(store: LogStore, requests: list[LogPushRequest], resolve) -> tuple[
 
 
 def resolver(owners: AttemptOwners):
-    """The resolver the store takes: one attempt at a time."""
-    return owners.one
+    """The resolver the store takes: the new attempts of one push at once."""
+    return owners.many
 
 
 def main() -> None:
