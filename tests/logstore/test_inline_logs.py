@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from iris.cluster.controller.logstore import LogQuery, LogStore, run_query
@@ -108,6 +108,8 @@ push_op = st.tuples(
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+# A log moved to its file by the second chunk of a push keeps the latest time of the first.
+@example(ops=[[("a1", 0, 4, False)], [("a1", 0, 5, False), ("a1", 0, 6, False)]])
 @given(ops=st.lists(st.lists(push_op, min_size=1, max_size=3), min_size=1, max_size=14))
 def test_inline_spilled_and_file_logs_answer_alike(tmp_path_factory: pytest.TempPathFactory, ops) -> None:
     """Any sequence of pushes (resends, gaps, probes, finals, several chunks a request) gets the

@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,15 +142,22 @@ class LogIndex:
     def _migrate(self) -> None:
         version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
         for number, statements in enumerate(MIGRATIONS[version:], start=version + 1):
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction("BEGIN IMMEDIATE"):
                 for statement in statements:
                     self._conn.execute(statement)
                 self._conn.execute(f"PRAGMA user_version={number}")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+
+    @contextmanager
+    def _transaction(self, begin: str = "BEGIN") -> Iterator[None]:
+        """One transaction on the connection (its lock held by the caller): all of it or none."""
+        self._conn.execute(begin)
+        try:
+            yield
             self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:  # SQLite may have rolled back a failed COMMIT itself
+                self._conn.execute("ROLLBACK")
+            raise
 
     def schema_version(self) -> int:
         with self._lock:
@@ -215,64 +223,58 @@ class LogIndex:
         """Apply one push's changes in one transaction (a commit per statement cost more than the push)."""
         if writes.empty:
             return
-        with self._lock:
-            self._conn.execute("BEGIN")
-            try:
-                self._conn.executemany(
-                    "INSERT INTO log_attempts (attempt_uid, task_id, job_id, attempt_number, lines, bytes,"
-                    " first_ts, last_ts, final, created_at, updated_at, inline)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            a.attempt_uid,
-                            a.task_id,
-                            a.job_id,
-                            a.attempt_number,
-                            a.lines,
-                            a.bytes,
-                            a.first_ts,
-                            a.last_ts,
-                            int(a.final),
-                            a.updated_at,
-                            a.updated_at,
-                            int(a.inline),
-                        )
-                        for a in writes.adds.values()
-                    ],
-                )
-                self._conn.executemany(
-                    "INSERT INTO log_inline (attempt_uid, first_line, data) VALUES (?, ?, ?)", writes.appends
-                )
-                self._conn.executemany(
-                    "DELETE FROM log_inline WHERE attempt_uid = ?", [(uid,) for uid in writes.spills]
-                )
-                self._conn.executemany(
-                    "UPDATE log_attempts SET lines = ?, bytes = ?, first_ts = ?, last_ts = ?,"
-                    " final = MAX(final, ?), updated_at = ?, inline = ? WHERE attempt_uid = ?",
-                    [
-                        (
-                            a.lines,
-                            a.bytes,
-                            a.first_ts,
-                            a.last_ts,
-                            int(a.final),
-                            a.updated_at,
-                            int(a.inline),
-                            a.attempt_uid,
-                        )
-                        for a in writes.updates.values()
-                    ],
-                )
-                self._conn.executemany(
-                    "INSERT INTO attempt_usage (attempt_uid, usage_json, updated_at) VALUES (?, ?, ?)"
-                    " ON CONFLICT(attempt_uid) DO UPDATE SET usage_json = excluded.usage_json,"
-                    " updated_at = excluded.updated_at",
-                    [(uid, usage.model_dump_json(), writes.now) for uid, usage in writes.usages],
-                )
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, self._transaction():
+            self._conn.executemany(
+                "INSERT INTO log_attempts (attempt_uid, task_id, job_id, attempt_number, lines, bytes,"
+                " first_ts, last_ts, final, created_at, updated_at, inline)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        a.attempt_uid,
+                        a.task_id,
+                        a.job_id,
+                        a.attempt_number,
+                        a.lines,
+                        a.bytes,
+                        a.first_ts,
+                        a.last_ts,
+                        int(a.final),
+                        a.updated_at,
+                        a.updated_at,
+                        int(a.inline),
+                    )
+                    for a in writes.adds.values()
+                ],
+            )
+            self._conn.executemany(
+                "INSERT INTO log_inline (attempt_uid, first_line, data) VALUES (?, ?, ?)", writes.appends
+            )
+            self._conn.executemany(
+                "DELETE FROM log_inline WHERE attempt_uid = ?", [(uid,) for uid in writes.spills]
+            )
+            self._conn.executemany(
+                "UPDATE log_attempts SET lines = ?, bytes = ?, first_ts = ?, last_ts = ?,"
+                " final = MAX(final, ?), updated_at = ?, inline = ? WHERE attempt_uid = ?",
+                [
+                    (
+                        a.lines,
+                        a.bytes,
+                        a.first_ts,
+                        a.last_ts,
+                        int(a.final),
+                        a.updated_at,
+                        int(a.inline),
+                        a.attempt_uid,
+                    )
+                    for a in writes.updates.values()
+                ],
+            )
+            self._conn.executemany(
+                "INSERT INTO attempt_usage (attempt_uid, usage_json, updated_at) VALUES (?, ?, ?)"
+                " ON CONFLICT(attempt_uid) DO UPDATE SET usage_json = excluded.usage_json,"
+                " updated_at = excluded.updated_at",
+                [(uid, usage.model_dump_json(), writes.now) for uid, usage in writes.usages],
+            )
 
     def of_tasks(self, task_ids: Sequence[str]) -> list[AttemptLog]:
         out: list[AttemptLog] = []
@@ -320,16 +322,10 @@ class LogIndex:
     def remove(self, attempt_uids: Iterable[str]) -> None:
         """Forget these attempts: rows, inline lines and usage, in one transaction."""
         uids = [(u,) for u in attempt_uids]
-        with self._lock:
-            self._conn.execute("BEGIN")
-            try:
-                self._conn.executemany("DELETE FROM log_attempts WHERE attempt_uid = ?", uids)
-                self._conn.executemany("DELETE FROM log_inline WHERE attempt_uid = ?", uids)
-                self._conn.executemany("DELETE FROM attempt_usage WHERE attempt_uid = ?", uids)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._lock, self._transaction():
+            self._conn.executemany("DELETE FROM log_attempts WHERE attempt_uid = ?", uids)
+            self._conn.executemany("DELETE FROM log_inline WHERE attempt_uid = ?", uids)
+            self._conn.executemany("DELETE FROM attempt_usage WHERE attempt_uid = ?", uids)
 
     def set_usage(self, attempt_uid: str, usage: AttemptUsage, now: float) -> None:
         self.write(IndexWrites(usages=[(attempt_uid, usage)], now=now))

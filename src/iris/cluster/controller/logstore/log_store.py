@@ -287,6 +287,9 @@ class LogStore:
         _delete_files(path)  # what an earlier, unfinished spill of this log left
         segment = Segment(path)
         segment.append_at(0, (held[:-1].split(b"\n") if held else []) + new)
+        if meta.last_ts is not None and (segment.last_ts is None or meta.last_ts > segment.last_ts):
+            # The latest time of every push so far, as if each had been appended on its own.
+            segment.last_ts = meta.last_ts
         spilled[uid] = segment
         writes.spills.append(uid)
         return _size_of(segment, inline=False)
