@@ -236,6 +236,25 @@ def test_an_inline_line_without_a_timestamp_is_refused_as_a_file_refuses_it(tmp_
         store.close()
 
 
+def test_a_move_to_the_file_refused_for_a_bad_line_keeps_what_the_push_stored_before(tmp_path: Path) -> None:
+    """The second chunk of a push takes the log past the bound with a line (at a checkpoint) that
+    has no timestamp: it is refused, as a file log refuses it, and the first chunk's lines stay."""
+    bad = data(10, STRIDE) + '{"stream":"stdout","line":"no ts"}\n'
+    for bound in (0, 10**6):
+        store = LogStore(tmp_path / f"logs{bound}", inline_max_bytes=bound)
+        chunks = [
+            LogChunk(attempt_uid="a1", first_line=0, data=data(0, 10)),
+            LogChunk(attempt_uid="a1", first_line=10, data=bad),
+        ]
+        with pytest.raises(InvalidArgument):
+            store.push(LogPushRequest(worker_id="w", chunks=chunks), resolve)
+        row = store.attempt("a1")
+        assert row is not None and row.lines == 10
+        assert [r.raw for r in store.segment("a1").iter_all()] == [line(n) for n in range(10)]
+        assert push(store, "a1", 10, data(10, 12)) == 12
+        store.close()
+
+
 # ---------------------------------------------------------------------------- crashes
 
 CRASH_MID_SPILL = """
@@ -359,7 +378,7 @@ def test_readers_beside_pushes_see_whole_lines_of_a_growing_log_as_it_moves_to_i
     assert isinstance(store.segment("a1"), Segment) and max(seen) == total
 
 
-def test_many_new_attempts_in_one_push_cost_one_row_query_and_one_resolve(tmp_path: Path) -> None:
+def test_the_new_attempts_of_a_push_are_resolved_in_one_call(tmp_path: Path) -> None:
     calls: list[list[str]] = []
 
     def counting(uids: Sequence[str]) -> dict[str, tuple[str, int]]:
@@ -375,9 +394,13 @@ def test_many_new_attempts_in_one_push_cost_one_row_query_and_one_resolve(tmp_pa
     assert calls[1:] == [["zz"]]  # known rows are not resolved again; the unknown one may appear later
     store.close()
     again = LogStore(tmp_path / "logs")
-    again.push(LogPushRequest(worker_id="w", chunks=chunks[:2]), counting)
-    assert calls[2:] == []  # rows on disk are read, not resolved
-    assert again.stored_lines(["a1", "b1", "zz"]) == {"a1": 2, "b1": 2, "zz": 0}
+    more = [LogChunk(attempt_uid=uid, first_line=2, data=data(2, 3)) for uid in ("a1", "b1")]
+    acks = again.push(LogPushRequest(worker_id="w", chunks=more), counting).acks
+    assert [acks[u].lines for u in ("a1", "b1")] == [3, 3]  # their rows on disk, not new ones
+    assert calls[2:] == [["a1", "b1"]]
+    again.push(LogPushRequest(worker_id="w", chunks=more), counting)
+    assert calls[3:] == []
+    assert again.stored_lines(["a1", "b1", "zz"]) == {"a1": 3, "b1": 3, "zz": 0}
     again.close()
 
 

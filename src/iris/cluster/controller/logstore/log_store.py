@@ -68,7 +68,7 @@ DEFAULT_INLINE_MAX_BYTES = 64 * 1024
 DEFAULT_INLINE_MAX_LINES = STRIDE
 
 # The owners of these attempts, (task id, attempt number) each, for those the controller made
-# (one call for every attempt of a push the store has not seen before).
+# (one call a push, for the attempts the store has not seen lately).
 Resolver = Callable[[Sequence[str]], Mapping[str, "tuple[str, int]"]]
 
 
@@ -138,8 +138,14 @@ class LogStore:
         now = self.clock()
         acks: dict[str, LogAck] = {}
         writes = IndexWrites(now=now)
+        # The owners of attempts not seen yet, asked in one call and before taking the write lock:
+        # the resolver waits for the controller database, which the control loop writes.
+        unseen = list(
+            dict.fromkeys(c.attempt_uid for c in request.chunks if c.attempt_uid not in self._known)
+        )
+        owners = resolve(unseen) if unseen else {}
         with self._writing:
-            metas, fresh = self._lookup(request.chunks, resolve, now)
+            metas, fresh = self._lookup(request.chunks, owners, now)
             spilled: dict[str, Segment] = {}
             try:
                 for chunk in request.chunks:
@@ -153,13 +159,13 @@ class LogStore:
         return LogPushResponse(acks=acks)
 
     def _lookup(
-        self, chunks: Sequence[LogChunk], resolve: Resolver, now: float
+        self, chunks: Sequence[LogChunk], owners: Mapping[str, tuple[str, int]], now: float
     ) -> tuple[dict[str, AttemptLog | None], set[str]]:
         """Each pushed attempt's row (None: not the controller's, or dropped), and which are new.
 
-        Rows not cached are read in one query, and only the attempts without one are resolved
-        (in one call): an attempt the controller never made is not cached, as it may be created
-        a moment later."""
+        Rows not cached are read in one query; an attempt without one is new if ``owners`` has
+        it. An attempt the controller never made is not cached, as it may be created a moment
+        later."""
         metas: dict[str, AttemptLog | None] = {}
         unknown: list[str] = []
         for chunk in chunks:
@@ -175,8 +181,6 @@ class LogStore:
         if not unknown:
             return metas, fresh
         rows = self.index.get_many(unknown)
-        missing = [uid for uid in unknown if uid not in rows]
-        owners = resolve(missing) if missing else {}
         for uid in unknown:
             row = rows.get(uid)
             if row is not None:
@@ -279,14 +283,14 @@ class LogStore:
         uid = meta.attempt_uid
         held = self.index.inline_log(uid) or b""
         pending = [a for a in writes.appends if a[0] == uid]  # earlier chunks of this push
-        if pending:
-            writes.appends = [a for a in writes.appends if a[0] != uid]
-            held += b"".join(a[2] for a in pending)
+        held += b"".join(a[2] for a in pending)
         path = self._data_path(uid)
         path.parent.mkdir(exist_ok=True)
         _delete_files(path)  # what an earlier, unfinished spill of this log left
         segment = Segment(path)
-        segment.append_at(0, (held[:-1].split(b"\n") if held else []) + new)
+        segment.append_at(0, (held[:-1].split(b"\n") if held else []) + new)  # checks, then writes
+        if pending:  # in the file now, not to be added inline
+            writes.appends = [a for a in writes.appends if a[0] != uid]
         if meta.last_ts is not None and (segment.last_ts is None or meta.last_ts > segment.last_ts):
             # The latest time of every push so far, as if each had been appended on its own.
             segment.last_ts = meta.last_ts
