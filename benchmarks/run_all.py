@@ -31,6 +31,7 @@ BENCHMARKS = (
     "worker_dispatch",
     "vs_ray",
     "sweeps",
+    "log_push",
 )
 
 

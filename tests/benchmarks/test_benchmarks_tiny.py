@@ -31,6 +31,14 @@ EXPECTED = {
     "scheduler_kernel": ["scheduling kernel, mixed case", "scheduling kernel, nothing fits"],
     "worker_dispatch": ["one worker daemon, 20 true attempts"],
     "vs_ray": ["iris: 20 true tasks as one job"],
+    "log_push": [
+        "push 200 small attempts",
+        "pushes/s",
+        "tail 3 of each small attempt",
+        "job query --tail 3",
+        "push one 1 MB log",
+        "tail 3 of the 1 MB log",
+    ],
     "sweeps": [
         "pending sweep: 100 tasks run on 5 simulated workers behind 100",
         "workers sweep: 100 tasks on 2",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -25,8 +26,8 @@ def lines(start: int, stop: int, *, t0: float = 1000.0, prefix: str = "line") ->
 OWNERS = {"a1": ("/u/job/0", 0), "b1": ("/u/job/1", 0), "a2": ("/u/job/0", 1), "c1": ("/u/job/kid/0", 0)}
 
 
-def resolve(uid: str) -> tuple[str, int] | None:
-    return OWNERS.get(uid)
+def resolve(uids: Sequence[str]) -> dict[str, tuple[str, int]]:
+    return {uid: OWNERS[uid] for uid in uids if uid in OWNERS}
 
 
 def push(store: LogStore, uid: str, first: int, data: str, *, final: bool = False) -> int:
@@ -84,7 +85,9 @@ def test_tail_reads_the_last_lines_and_paging_reads_any_window(store: LogStore) 
 def test_a_restart_recovers_counts_and_cuts_a_torn_line(tmp_path: Path) -> None:
     store = LogStore(tmp_path / "logs")
     push(store, "a1", 0, lines(0, STRIDE + 50))
-    path = store.segment("a1").data_path
+    segment = store.segment("a1")
+    assert isinstance(segment, Segment)  # past the inline bound: in its file
+    path = segment.data_path
     store.close()
     with open(path, "ab") as f:
         f.write(b'{"ts":5,"stream":"std')  # the controller died mid-write
@@ -101,12 +104,14 @@ def test_a_restart_recovers_counts_and_cuts_a_torn_line(tmp_path: Path) -> None:
     assert [r.offset for r in rebuilt.read(STRIDE + 1, 2)] == [STRIDE + 1, STRIDE + 2]
 
 
-def test_a_short_log_has_no_index_file_until_its_second_checkpoint(tmp_path: Path) -> None:
-    """Most attempts log a few lines: their only checkpoint (line 0 at byte 0) needs no file. The
-    index appears, checkpoint 0 included, once a log reaches STRIDE lines, and survives a restart."""
-    store = LogStore(tmp_path / "logs")
+def test_a_short_log_file_has_no_index_file_until_its_second_checkpoint(tmp_path: Path) -> None:
+    """A log file's first checkpoint (line 0 at byte 0) needs no index file (a store keeping
+    nothing inline has a file for every log). The index appears, checkpoint 0 included, once a log
+    reaches STRIDE lines, and survives a restart."""
+    store = LogStore(tmp_path / "logs", inline_max_bytes=0)
     push(store, "a1", 0, lines(0, 3))
     seg = store.segment("a1")
+    assert isinstance(seg, Segment)
     assert seg.data_path.exists() and not seg.index_path.exists()
     assert [json.loads(r.raw)["line"] for r in seg.tail(2)] == ["line 1", "line 2"]
     assert seg.line_at_time(1001.5) <= 2
@@ -115,6 +120,7 @@ def test_a_short_log_has_no_index_file_until_its_second_checkpoint(tmp_path: Pat
     assert reopened.lines == 3 and not reopened.index_path.exists()
     push(again := LogStore(tmp_path / "logs"), "a1", 3, lines(3, STRIDE + 5))
     grown = again.segment("a1")
+    assert isinstance(grown, Segment)
     assert grown.index_path.stat().st_size == 2 * 16  # checkpoints 0 and 1
     assert [r.offset for r in grown.read(STRIDE + 2, 2)] == [STRIDE + 2, STRIDE + 3]
     again.close()

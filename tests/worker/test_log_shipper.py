@@ -40,7 +40,8 @@ class StoreServer:
                     self.end_headers()
                     return
                 answer = server.store.push(
-                    LogPushRequest.model_validate_json(body), lambda uid: ("/user/job/0", 0)
+                    LogPushRequest.model_validate_json(body),
+                    lambda uids: dict.fromkeys(uids, ("/user/job/0", 0)),
                 ).model_dump_json()
                 data = answer.encode()
                 self.send_response(200)

@@ -1,14 +1,14 @@
 """HTTP routes of the log store: workers push logs and usage; users read logs, summaries and failures.
 
 ``POST /api/v1/logs:push`` (worker role) is served on the API's thread pool, never on the
-control loop; it touches the controller database only to learn the owner of an attempt it has
-not seen before. Reads come from the store alone, whether or not the worker still exists.
+control loop; it touches the controller database only to learn the owners of attempts it has
+not seen before (one read for all of a push's new attempts). Reads come from the store alone, whether or not the worker still exists.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from fastapi import FastAPI, Query, Request
@@ -211,10 +211,10 @@ def add_log_routes(
     """Register the routes; call before the generic ``/api/v1/jobs/{path}`` route (first match wins)."""
     logs: LogStore = controller.logs
 
-    def resolve(attempt_uid: str) -> tuple[str, int] | None:
+    def resolve(attempt_uids: Sequence[str]) -> dict[str, tuple[str, int]]:
         with controller.db.read() as cur:
-            row = store.get_attempt(cur, attempt_uid)
-        return (row.task_id, row.attempt_number) if row is not None else None
+            rows = store.attempt_rows(cur, attempt_uids)
+        return {uid: (row.task_id, row.attempt_number) for uid, row in rows.items()}
 
     @app.post("/api/v1/logs:push", response_model=LogPushResponse)
     async def push_logs(request: Request) -> Response:
@@ -380,9 +380,10 @@ def add_log_routes(
                 with controller.db.read() as cur:
                     rows = store.attempt_rows(cur, [*chosen_uids, *silent])
                 now = time.time()
+                held = logs.stored_lines([a.attempt_uid for a in chosen])
                 complete = all(
                     attempt_done(rows.get(a.attempt_uid), a, now)
-                    and result.cursor.get(a.attempt_uid, 0) >= logs.segment(a.attempt_uid).lines
+                    and result.cursor.get(a.attempt_uid, 0) >= held[a.attempt_uid]
                     for a in chosen
                 ) and all(attempt_done(rows.get(uid), None, now) for uid in silent)
             if result.lines or complete or query.after is None or time.monotonic() >= deadline:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from iris.cluster.controller import store
@@ -60,10 +61,10 @@ class PodLogCollector:
             except Exception:
                 logger.exception("collecting pod logs failed")
 
-    def _resolve(self, attempt_uid: str) -> tuple[str, int] | None:
+    def _resolve(self, attempt_uids: Sequence[str]) -> dict[str, tuple[str, int]]:
         with self._controller.db.read() as cur:
-            row = store.get_attempt(cur, attempt_uid)
-        return (row.task_id, row.attempt_number) if row is not None else None
+            rows = store.attempt_rows(cur, attempt_uids)
+        return {uid: (row.task_id, row.attempt_number) for uid, row in rows.items()}
 
     def collect_once(self) -> None:
         with self._controller.db.read() as cur:

@@ -2,7 +2,8 @@
 
 Every mode reads only what it returns (plus a bounded scan for filters): a tail reads backwards
 from the end of each attempt's log, ``since`` seeks by the time index, a follow cursor continues
-where the previous answer stopped.
+where the previous answer stopped. A small log kept inline in the index is read whole (it is at
+most the store's inline bound), a few hundred attempts' in one query.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Literal
 
 from iris.cluster.controller.logstore.index import AttemptLog
 from iris.cluster.controller.logstore.log_store import LogStore
-from iris.cluster.controller.logstore.segment import RawLine, Segment
+from iris.cluster.controller.logstore.segment import LogData, RawLine
 from iris.rpc.errors import InvalidArgument
 from iris.rpc.log_models import StoredLine
 
@@ -24,6 +25,7 @@ MAX_LIMIT = 100_000
 MAX_GREP_LENGTH = 256
 # A filtered read scans at most this many lines of one attempt per answer (the cursor goes on from there).
 MAX_SCAN = 500_000
+_OPEN_AT_ONCE = 256
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,7 @@ def _decode(raw: RawLine) -> dict:
     return entry if isinstance(entry, dict) else {"ts": 0.0, "stream": "system", "line": str(entry)}
 
 
-def _tail(segment: Segment, n: int, reader: _Reader) -> tuple[list[tuple[RawLine, dict]], bool]:
+def _tail(segment: LogData, n: int, reader: _Reader) -> tuple[list[tuple[RawLine, dict]], bool]:
     """The last ``n`` kept lines, and whether kept lines may exist before them."""
     if not reader.filtering:
         raw = segment.tail(n)
@@ -164,7 +166,7 @@ def _tail(segment: Segment, n: int, reader: _Reader) -> tuple[list[tuple[RawLine
 
 
 def _forward(
-    segment: Segment, start: int, limit: int, reader: _Reader
+    segment: LogData, start: int, limit: int, reader: _Reader
 ) -> tuple[list[tuple[RawLine, dict]], int]:
     """Kept lines from line ``start`` on (at most ``limit``), and the line to continue from."""
     out: list[tuple[RawLine, dict]] = []
@@ -195,8 +197,11 @@ def run_query(store: LogStore, attempts: Sequence[AttemptLog], query: LogQuery) 
     cursor: dict[str, int] = {}
     truncated = False
     follow = query.after is not None
-    for meta in attempts:
-        segment = store.segment(meta.attempt_uid)
+    logs: dict[str, LogData] = {}
+    for i, meta in enumerate(attempts):
+        if i % _OPEN_AT_ONCE == 0:  # inline logs in one query per batch, not all held at once
+            logs = store.logs([m.attempt_uid for m in attempts[i : i + _OPEN_AT_ONCE]])
+        segment = logs[meta.attempt_uid]
         if follow:
             assert query.after is not None
             start = query.after.get(meta.attempt_uid, 0)

@@ -1,14 +1,17 @@
-"""One attempt's stored log: an append-only JSON-lines file plus a sparse index of it.
+"""One attempt's stored log, read the same way wherever it is kept (``LogData``).
+
+A small log lives inline in the store's index (see index.py); ``InlineLog`` reads it as it was
+at one moment. A log that outgrew that bound is a ``Segment``: an append-only JSON-lines file
+plus a sparse index of it.
 
 ``<uid>.jsonl`` holds one ``{"ts","stream","line"}`` object per line, exactly as the worker wrote
 it. ``<uid>.idx`` holds a 16-byte record (byte offset, timestamp) for every ``STRIDE``-th line, so
 reading from line N or from time T seeks close to it, and a tail reads backwards from the end:
 every read costs what it returns, not the size of the log. A log shorter than ``STRIDE`` lines
-has no index file (its only checkpoint is line 0 at byte 0): most attempts log a few lines, and a
-second file per attempt was most of what storing them cost.
+has no index file (its only checkpoint is line 0 at byte 0).
 
-The data file is the truth: on open, a torn last line is cut off and the index is completed from
-the last checkpoint it has.
+A segment's data file is the truth: on open, a torn last line is cut off and the index is
+completed from the last checkpoint it has.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dataclasses import dataclass
 from itertools import accumulate, repeat
 from operator import add
 from pathlib import Path
+from typing import Protocol
 
 STRIDE = 1024
 _RECORD = struct.Struct("<Qd")
@@ -74,8 +78,65 @@ def split_lines(data: bytes) -> list[bytes]:
     return data[:-1].split(b"\n")
 
 
+class LogData(Protocol):
+    """The reads of one attempt's log (a ``Segment`` or an ``InlineLog``); lines numbered from 0."""
+
+    @property
+    def lines(self) -> int: ...
+
+    def read(self, start: int, limit: int) -> list[RawLine]: ...
+
+    def iter_all(self, start: int = 0) -> Iterator[RawLine]: ...
+
+    def tail(self, n: int, before: int | None = None) -> list[RawLine]: ...
+
+    def line_at_time(self, ts: float) -> int: ...
+
+
+class InlineLog:
+    """The lines of a log kept inline in the index, as they were when read: the reads of a Segment.
+
+    An inline log is at most ``STRIDE`` lines (the store spills it to a file before that), so,
+    as in a segment that short, its only checkpoint is line 0.
+    """
+
+    __slots__ = ("_raw", "bytes")
+
+    def __init__(self, data: bytes) -> None:
+        self._raw: list[bytes] = data[:-1].split(b"\n") if data else []
+        self.bytes = len(data)
+
+    @property
+    def lines(self) -> int:
+        return len(self._raw)
+
+    def read(self, start: int, limit: int) -> list[RawLine]:
+        """Lines ``[start, start + limit)``."""
+        if start >= len(self._raw) or limit <= 0:
+            return []
+        start = max(0, start)
+        end = min(len(self._raw), start + limit)
+        return [RawLine(number, self._raw[number]) for number in range(start, end)]
+
+    def iter_all(self, start: int = 0) -> Iterator[RawLine]:
+        for number in range(max(0, start), len(self._raw)):
+            yield RawLine(number, self._raw[number])
+
+    def tail(self, n: int, before: int | None = None) -> list[RawLine]:
+        """The last ``n`` lines (before line ``before``)."""
+        end = len(self._raw) if before is None else max(0, min(before, len(self._raw)))
+        if n <= 0 or end == 0:
+            return []
+        first = max(0, end - n)
+        return self.read(first, end - first)
+
+    def line_at_time(self, ts: float) -> int:
+        """Where lines at or after ``ts`` may start: line 0, the one checkpoint of a log this short."""
+        return 0
+
+
 class Segment:
-    """Appends and reads of one attempt's log. Thread-safe; readers never see a half-appended line."""
+    """Appends and reads of one attempt's log file. Thread-safe; readers never see a half-appended line."""
 
     def __init__(self, data_path: Path) -> None:
         self.data_path = data_path
