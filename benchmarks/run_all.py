@@ -28,6 +28,7 @@ BENCHMARKS = (
     "api_listing",
     "scheduler_kernel",
     "worker_dispatch",
+    "runtime_start",
     "vs_ray",
     "sweeps",
 )

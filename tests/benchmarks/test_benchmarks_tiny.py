@@ -29,6 +29,7 @@ EXPECTED = {
     "api_listing": ["iris job list (first 100)", "job status of one job", "status of a job with 500 tasks"],
     "scheduler_kernel": ["scheduling kernel, mixed case", "scheduling kernel, nothing fits"],
     "worker_dispatch": ["one worker daemon, 20 true attempts"],
+    "runtime_start": ["runtime alone, 40 true attempts: its CPU per attempt"],
     "vs_ray": ["iris: 20 true tasks as one job"],
     "sweeps": [
         "pending sweep: 100 tasks run on 5 simulated workers behind 100",
