@@ -52,7 +52,7 @@ def cpu_now() -> tuple[float, float, float, float]:
 
 def run(attempts: int, batch: int, state_dir: Path) -> dict[str, float]:
     runtime = SubprocessRuntime(state_dir, worker_id="bench", controller_url="http://127.0.0.1:1")
-    sampler = UsageSampler(runtime.pids_dir)
+    sampler = UsageSampler(runtime.live_processes)
     sampler.start()
     try:
         specs = [spec(f"r{i:06d}", i) for i in range(attempts)]

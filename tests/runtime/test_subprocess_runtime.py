@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 from tests.conftest import TEST_WORKER_ID
-from tests.runtime.helpers import make_spec, new_runtime, wait_done
+from tests.runtime.helpers import make_spec, new_runtime, recorded_pgids, wait_done
 
 from iris.cluster.runtime import KillReason, SubprocessRuntime
 from iris.rpc.enums import TaskState
@@ -100,14 +100,14 @@ def test_missing_program_fails_to_start(runtime: SubprocessRuntime) -> None:
 def test_kill_takes_down_the_whole_tree(runtime: SubprocessRuntime) -> None:
     spec = make_spec("sh", "-c", "sleep 100 & sleep 100 & wait")
     runtime.start(spec)
-    pgid = int(json.loads((runtime.pids_dir / f"{spec.attempt_uid}.json").read_text())["pgid"])
+    pgid = recorded_pgids(runtime.pids_dir)[spec.attempt_uid]
     wait_until(lambda: len([p for p in psutil.process_iter() if _pgid(p.pid) == pgid]) >= 3)
     members = [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid]
     runtime.kill(spec.attempt_uid, KillReason.STOP, "stopped by the controller (CANCELLED)")
     snap = wait_done(runtime, spec.attempt_uid)
     assert snap.state is TaskState.KILLED and snap.error == "stopped by the controller (CANCELLED)"
     assert not any(pid_alive(pid) for pid in members)
-    assert not (runtime.pids_dir / f"{spec.attempt_uid}.json").exists()
+    assert spec.attempt_uid not in recorded_pgids(runtime.pids_dir)
 
 
 def test_kill_reaches_a_descendant_that_left_the_group(runtime: SubprocessRuntime, tmp_path: Path) -> None:
@@ -234,9 +234,9 @@ def test_leftover_trees_are_killed_when_the_worker_restarts(tmp_path: Path) -> N
         text=True,
     )
     assert worker.stdout.readline().strip() == "RUNNING"
-    record = json.loads((state / "pids" / "left1.json").read_text())
-    wait_until(lambda: len([p for p in psutil.process_iter() if _pgid(p.pid) == record["pgid"]]) >= 3)
-    tree = [p.pid for p in psutil.process_iter() if _pgid(p.pid) == record["pgid"]]
+    pgid = recorded_pgids(state / "pids")["left1"]
+    wait_until(lambda: len([p for p in psutil.process_iter() if _pgid(p.pid) == pgid]) >= 3)
+    tree = [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid]
     worker.kill()  # like kill -9: no cleanup, the attempt tree keeps running
     worker.wait()
     assert all(pid_alive(pid) for pid in tree)
@@ -245,7 +245,7 @@ def test_leftover_trees_are_killed_when_the_worker_restarts(tmp_path: Path) -> N
     try:
         assert restarted.leftovers_killed == ["left1"]
         wait_until(lambda: not any(pid_alive(pid) for pid in tree), timeout=5)
-        assert not (state / "pids" / "left1.json").exists()
+        assert recorded_pgids(state / "pids") == {}
         # The previous run's log stays readable, as a finished log.
         page = restarted.read_logs("left1")
         assert page.complete and "started process" in page.lines[0].line
@@ -253,13 +253,17 @@ def test_leftover_trees_are_killed_when_the_worker_restarts(tmp_path: Path) -> N
         restarted.shutdown()
 
 
-def test_leftover_record_with_a_reused_pid_kills_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("recorded_in", ["journal", "an older version's record file"])
+def test_leftover_record_with_a_reused_pid_kills_nothing(tmp_path: Path, recorded_in: str) -> None:
     state = tmp_path / "state"
     (state / "pids").mkdir(parents=True)
     bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        record = {"attempt_uid": "old", "pgid": bystander.pid, "start_ticks": 1, "boot_id": "whatever"}
-        (state / "pids" / "old.json").write_text(json.dumps(record))
+        if recorded_in == "journal":
+            (state / "pids" / "journal").write_text(f"+ old {bystander.pid} 1 whatever\n")
+        else:
+            record = {"attempt_uid": "old", "pgid": bystander.pid, "start_ticks": 1, "boot_id": "whatever"}
+            (state / "pids" / "old.json").write_text(json.dumps(record))
         rt = SubprocessRuntime(state, worker_id=TEST_WORKER_ID, controller_url="http://x")
         rt.shutdown()
         assert rt.leftovers_killed == ["old"]
@@ -267,6 +271,26 @@ def test_leftover_record_with_a_reused_pid_kills_nothing(tmp_path: Path) -> None
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_running_attempts_are_lines_of_one_journal_not_files(runtime: SubprocessRuntime) -> None:
+    specs = [make_spec("sleep", "30") for _ in range(3)]
+    runtime.start_many(specs)
+    uids = {s.attempt_uid for s in specs}
+    wait_until(lambda: set(recorded_pgids(runtime.pids_dir)) == uids)
+    assert os.listdir(runtime.pids_dir) == ["journal"]
+    live = {uid: (pid, pgid) for uid, pid, pgid in runtime.live_processes()}
+    assert set(live) == uids
+    assert all(pid == pgid == recorded_pgids(runtime.pids_dir)[uid] for uid, (pid, pgid) in live.items())
+    first = specs[0].attempt_uid
+    runtime.kill(first, KillReason.STOP)
+    wait_done(runtime, first)
+    assert set(recorded_pgids(runtime.pids_dir)) == uids - {first}
+    assert {uid for uid, _, _ in runtime.live_processes()} == uids - {first}
+    for spec in specs[1:]:
+        runtime.kill(spec.attempt_uid, KillReason.STOP)
+        wait_done(runtime, spec.attempt_uid)
+    assert recorded_pgids(runtime.pids_dir) == {} and runtime.live_processes() == []
 
 
 def test_shutdown_kills_running_attempts(tmp_path: Path) -> None:

@@ -37,12 +37,7 @@ from iris.cluster.runtime.disk import MIN_FREE_DISK_BYTES, DiskView, decide_disk
 from iris.cluster.runtime.inspect import describe_processes, run_beside
 from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
-from iris.cluster.runtime.pid_records import (
-    PidRecord,
-    kill_leftover_trees,
-    remove_pid_record,
-    write_pid_record,
-)
+from iris.cluster.runtime.pid_records import PidJournal, PidRecord, kill_leftover_trees
 from iris.cluster.runtime.policy import KillReason, LimitView, decide_enforcements, final_outcome
 from iris.cluster.runtime.proc_table import (
     ProcTable,
@@ -229,6 +224,7 @@ class SubprocessRuntime:
         self._line_indexes: dict[str, LineIndex] = {}
 
         self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
+        self._pids = PidJournal(self.pids_dir)  # a new journal: the previous run's trees are dead
         self._adopt_previous_logs()
         self._io = IoLoop(name=f"iris-io-{worker_id}")
         self._starters = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-start")
@@ -421,6 +417,17 @@ class SubprocessRuntime:
             self._kill(attempt, reason, message)
         return [a.uid for a in live]
 
+    def live_processes(self) -> list[tuple[str, int, int]]:
+        """(attempt uid, root pid, process group) of every attempt whose process tree may still
+        run: from its start until it is released (what the pid journal records). The root pid is
+        0 once the root has been reaped (its pid may then belong to another process)."""
+        with self._lock:
+            return [
+                (a.uid, a.popen.pid if a.returncode is None else 0, a.pgid)
+                for a in self._attempts.values()
+                if a.popen is not None and not a.released
+            ]
+
     def running_count(self) -> int:
         with self._lock:
             return sum(1 for a in self._attempts.values() if not a.terminal)
@@ -483,6 +490,7 @@ class SubprocessRuntime:
         self._starters.shutdown(wait=True)
         self._spawner.shutdown(wait=True)
         self._io.stop()
+        self._pids.close()
 
     # ------------------------------------------------------------------ starting
 
@@ -562,14 +570,14 @@ class SubprocessRuntime:
             pidfd = os.pidfd_open(popen.pid)
             info = read_proc(popen.pid)
             record = PidRecord(attempt.uid, popen.pid, info.start_ticks if info else 0, self._boot_id)
-            write_pid_record(self.pids_dir, record)
+            self._pids.started(record)
             attempt.log.system(f"started process {popen.pid}: {_describe(spec)}")
         except BaseException:
             signal_group(popen.pid, signal.SIGKILL)
             popen.wait()
             os.close(out_r)
             os.close(err_r)
-            remove_pid_record(self.pids_dir, attempt.uid)
+            self._pids.ended(attempt.uid)
             raise
         with self._lock:
             attempt.popen = popen
@@ -701,7 +709,7 @@ class SubprocessRuntime:
         attempt.log.close()
         released = self._tree_gone(attempt)
         if released:
-            remove_pid_record(self.pids_dir, attempt.uid)
+            self._pids.ended(attempt.uid)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, outcome.exit_code, outcome.error
             attempt.finished_at = time.time()
@@ -832,7 +840,7 @@ class SubprocessRuntime:
                     self._io.call_soon(lambda a=attempt: self._handle_stuck_pipes(a))
         for attempt in unreleased:
             if self._tree_gone(attempt):
-                remove_pid_record(self.pids_dir, attempt.uid)
+                self._pids.ended(attempt.uid)
                 with self._lock:
                     self._release_locked(attempt)
                     self._changed.notify_all()
