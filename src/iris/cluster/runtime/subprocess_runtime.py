@@ -184,9 +184,10 @@ class SubprocessRuntime:
         disk_check_interval_s: float = 5.0,
         min_free_disk_bytes: int = MIN_FREE_DISK_BYTES,
     ) -> None:
-        """Processes are created on long-lived threads: under ``isolation`` each gets
-        ``PR_SET_PDEATHSIG``, which fires when the creating *thread* exits. Without isolation
-        nothing is put between worker and task (an extra exec would double a short task's CPU):
+        """Under ``isolation`` processes are created on long-lived threads of their own: each gets
+        ``PR_SET_PDEATHSIG``, which fires when the creating *thread* exits (a build thread, a
+        request thread). Without isolation nothing is put between worker and task (an extra exec
+        would double a short task's CPU), so the starting thread creates the process itself:
         the worker's watchdog kills every attempt tree when the worker dies."""
         self.state_dir = Path(state_dir)
         self.attempts_dir = self.state_dir / "attempts"
@@ -211,12 +212,19 @@ class SubprocessRuntime:
         self._disk_check_interval_s = disk_check_interval_s
         self._min_free_disk_bytes = min_free_disk_bytes
         self._next_disk_check = 0.0
-        self._spawner = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-spawn")
+        self._spawner = (
+            ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-spawn")
+            if isolation is not None
+            else None
+        )
         self.tasks_dir = isolation.task_root if isolation is not None else self.attempts_dir
         self._boot_id = boot_id()
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._attempts: dict[str, _Attempt] = {}
+        # The attempts not yet released (a subset of ``_attempts``): what the monitor looks at,
+        # without walking the thousands of finished ones retention keeps.
+        self._unreleased: dict[str, _Attempt] = {}
         # Attempt dirs on disk, oldest first: retention deletes from the left.
         self._retained: deque[str] = deque()
         self._pinned: frozenset[str] = frozenset()
@@ -273,6 +281,7 @@ class SubprocessRuntime:
                 return None
             attempt = _Attempt(uid, spec, self.attempts_dir / uid)
             self._attempts[uid] = attempt
+            self._unreleased[uid] = attempt
             return attempt
 
     def _start_admitted(self, attempt: _Attempt) -> None:
@@ -405,14 +414,14 @@ class SubprocessRuntime:
         with self._lock:
             return {
                 uid: a.spec.task_id
-                for uid, a in self._attempts.items()
+                for uid, a in self._unreleased.items()
                 if a.spec is not None and a.state not in TERMINAL_TASK_STATES
             }
 
     def kill_all(self, reason: KillReason, message: str) -> list[str]:
         """Kill every attempt that has not ended, in any state (BUILDING included); their uids."""
         with self._lock:
-            live = [a for a in self._attempts.values() if not a.terminal]
+            live = [a for a in self._unreleased.values() if not a.terminal]
         for attempt in live:
             self._kill(attempt, reason, message)
         return [a.uid for a in live]
@@ -424,13 +433,13 @@ class SubprocessRuntime:
         with self._lock:
             return [
                 (a.uid, a.popen.pid if a.returncode is None else 0, a.pgid)
-                for a in self._attempts.values()
-                if a.popen is not None and not a.released
+                for a in self._unreleased.values()
+                if a.popen is not None
             ]
 
     def running_count(self) -> int:
         with self._lock:
-            return sum(1 for a in self._attempts.values() if not a.terminal)
+            return sum(1 for a in self._unreleased.values() if not a.terminal)
 
     def pin(self, attempt_uids: frozenset[str]) -> None:
         """Attempts the controller still asks about: retention never forgets these."""
@@ -473,12 +482,12 @@ class SubprocessRuntime:
         """Kill every live attempt and stop the runtime's threads."""
         with self._lock:
             self._closing = True
-            live = [a for a in self._attempts.values() if not a.terminal]
+            live = [a for a in self._unreleased.values() if not a.terminal]
         for attempt in live:
             self._kill(attempt, KillReason.SHUTDOWN, _kill_text(KillReason.SHUTDOWN))
 
         def all_released() -> bool:
-            return all(a.terminal and a.released for a in self._attempts.values())
+            return not self._unreleased
 
         if not self.wait_for(all_released, self._kill_grace_s + self._eof_grace_s + 1.0):
             for attempt in live:
@@ -488,7 +497,8 @@ class SubprocessRuntime:
         self._stop_monitor.set()
         self._monitor.join(timeout=5)
         self._starters.shutdown(wait=True)
-        self._spawner.shutdown(wait=True)
+        if self._spawner is not None:
+            self._spawner.shutdown(wait=True)
         self._io.stop()
         self._pids.close()
 
@@ -518,9 +528,13 @@ class SubprocessRuntime:
         assert spec is not None and attempt.dir is not None
         work_dir = attempt.task_dir / "work"
         argv = self._argv(spec, attempt.task_dir, preparation.python if preparation else None)
-        with self._lock:  # concurrent starts must not hand out the same port twice
-            taken = {port for a in self._attempts.values() if not a.terminal for port in a.ports.values()}
-            attempt.ports = ports = allocate_ports(spec.ports, taken)
+        ports: dict[str, int] = {}
+        if spec.ports:
+            with self._lock:  # concurrent starts must not hand out the same port twice
+                taken = {
+                    port for a in self._unreleased.values() if not a.terminal for port in a.ports.values()
+                }
+                attempt.ports = ports = allocate_ports(spec.ports, taken)
         env = build_attempt_env(
             self._base_env,
             spec,
@@ -548,17 +562,19 @@ class SubprocessRuntime:
         attempt.env = env
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        popen_args: dict[str, Any] = {
+            "cwd": work_dir,
+            "env": env,
+            "stdin": subprocess.DEVNULL,
+            "stdout": out_w,
+            "stderr": err_w,
+            "start_new_session": True,
+        }
         try:
-            popen = self._spawner.submit(
-                subprocess.Popen,
-                argv,
-                cwd=work_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                start_new_session=True,
-            ).result()
+            if self._spawner is None:
+                popen = subprocess.Popen(argv, **popen_args)
+            else:
+                popen = self._spawner.submit(subprocess.Popen, argv, **popen_args).result()
         except BaseException:
             os.close(out_r)
             os.close(err_r)
@@ -620,6 +636,7 @@ class SubprocessRuntime:
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
+            self._unreleased.pop(attempt.uid, None)
             self._retained.append(attempt.uid)
             self._changed.notify_all()
 
@@ -643,6 +660,7 @@ class SubprocessRuntime:
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
+            self._unreleased.pop(attempt.uid, None)
             self._retained.append(attempt.uid)
             self._changed.notify_all()
 
@@ -733,6 +751,7 @@ class SubprocessRuntime:
         self._release_devices(attempt.uid)
         self._release_identity(attempt)
         attempt.released = True
+        self._unreleased.pop(attempt.uid, None)
         self._retained.append(attempt.uid)
 
     @staticmethod
@@ -803,8 +822,8 @@ class SubprocessRuntime:
     def _monitor_tick(self) -> None:
         now = time.monotonic()
         with self._lock:
-            live = [a for a in self._attempts.values() if a.state is TaskState.RUNNING]
-            unreleased = [a for a in self._attempts.values() if a.terminal and not a.released]
+            live = [a for a in self._unreleased.values() if a.state is TaskState.RUNNING]
+            unreleased = [a for a in self._unreleased.values() if a.terminal]
         running = [a for a in live if a.returncode is None and a.popen is not None]
         table: ProcTable | None = None
         if any(a.memory_limit > 0 for a in running) or unreleased:
@@ -853,7 +872,7 @@ class SubprocessRuntime:
     def _check_disk(self) -> None:
         """Fail attempts over their disk request, or the biggest one when the disk is full."""
         with self._lock:
-            live = [a for a in self._attempts.values() if not a.terminal and a.kill_reason is None]
+            live = [a for a in self._unreleased.values() if not a.terminal and a.kill_reason is None]
         views = []
         for attempt in live:
             request = attempt.spec.resources.disk_bytes if attempt.spec is not None else 0
