@@ -50,8 +50,10 @@ def cpu_now() -> tuple[float, float, float, float]:
     return own.ru_utime, own.ru_stime, children.ru_utime, children.ru_stime
 
 
-def run(attempts: int, batch: int, state_dir: Path) -> dict[str, float]:
-    runtime = SubprocessRuntime(state_dir, worker_id="bench", controller_url="http://127.0.0.1:1")
+def run(attempts: int, batch: int, state_dir: Path, keep_finished: int) -> dict[str, float]:
+    runtime = SubprocessRuntime(
+        state_dir, worker_id="bench", controller_url="http://127.0.0.1:1", keep_finished=keep_finished
+    )
     sampler = UsageSampler(runtime.live_processes)
     sampler.start()
     try:
@@ -67,7 +69,7 @@ def run(attempts: int, batch: int, state_dir: Path) -> dict[str, float]:
         deadline = time.monotonic() + 300
         while waiting:
             snap = runtime.snapshot(waiting[0])
-            if snap is not None and snap.runtime_released:
+            if snap is None or snap.runtime_released:  # None: released, then dropped by retention
                 waiting.popleft()
                 continue
             if time.monotonic() > deadline:
@@ -76,7 +78,7 @@ def run(attempts: int, batch: int, state_dir: Path) -> dict[str, float]:
         elapsed = time.perf_counter() - began
         after = cpu_now()
         snaps = [runtime.snapshot(uid) for uid in uids]
-        failed = sum(1 for snap in snaps if snap is None or snap.state is not TaskState.SUCCEEDED)
+        failed = sum(1 for snap in snaps if snap is not None and snap.state is not TaskState.SUCCEEDED)
     finally:
         sampler.stop()
         runtime.shutdown()
@@ -97,6 +99,13 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=1000)
     parser.add_argument("--batch", type=int, default=160, help="attempts per start_many call")
     parser.add_argument("--state-base", help="where to make the state dir (default: tempfile's)")
+    parser.add_argument(
+        "--keep-finished",
+        type=int,
+        default=2000,
+        help="finished attempts the runtime keeps (its default); fewer than --attempts puts it at its "
+        "retention limit, as a long-running worker is: every start then also prunes an old attempt",
+    )
     args = parser.parse_args()
     if args.tiny:
         args.attempts, args.batch, args.runs = 40, 20, 1
@@ -107,6 +116,7 @@ def main() -> None:
             "attempts": args.attempts,
             "batch": args.batch,
             "runs": args.runs,
+            "keep_finished": args.keep_finished,
             "state": args.state_base or tempfile.gettempdir(),
         },
     )
@@ -117,7 +127,7 @@ def main() -> None:
     base = Path(tempfile.mkdtemp(prefix="iris-runtime-bench-", dir=args.state_base))
     try:
         for k in range(args.runs):
-            results.append(run(args.attempts, args.batch, base / f"run{k}"))
+            results.append(run(args.attempts, args.batch, base / f"run{k}", args.keep_finished))
             report.note(json.dumps(results[-1]))
     finally:
         shutil.rmtree(base, ignore_errors=True)
