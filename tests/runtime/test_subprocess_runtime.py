@@ -16,6 +16,7 @@ from tests.conftest import TEST_WORKER_ID
 from tests.runtime.helpers import make_spec, new_runtime, recorded_pgids, wait_done
 
 from iris.cluster.runtime import KillReason, SubprocessRuntime
+from iris.cluster.runtime.attempt_log import encode_line
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import NotFound
 from iris.rpc.models import Entrypoint, EnvironmentSpec, ResourceSpec
@@ -55,7 +56,7 @@ def test_output_is_captured_with_timestamps_and_streams(runtime: SubprocessRunti
     assert all(before <= line.ts <= time.time() for line in page.lines)
     assert page.lines[0].stream == "system" and "started process" in page.lines[0].line
     assert page.lines[-1].stream == "system" and "SUCCEEDED" in page.lines[-1].line
-    raw = (runtime.attempts_dir / spec.attempt_uid / "log.jsonl").read_text().splitlines()
+    raw = (runtime.attempts_dir / f"{spec.attempt_uid}.jsonl").read_text().splitlines()
     assert [set(json.loads(r)) for r in raw] == [{"ts", "stream", "line"}] * len(raw)
 
 
@@ -184,7 +185,7 @@ def test_environment_carries_job_env_and_iris_contract(runtime: SubprocessRuntim
     assert env["PATH"] == os.environ["PATH"]
     ports = {int(env["IRIS_PORT_HTTP"]), int(env["IRIS_PORT_GRPC_API"])}
     assert len(ports) == 2 and all(1024 <= p <= 65535 for p in ports)
-    assert env["PWD"] == str(runtime.attempts_dir / spec.attempt_uid / "work")
+    assert env["PWD"] == str(runtime.state_dir / "work" / spec.attempt_uid)
 
 
 def test_callable_entrypoint_runs_and_prints(runtime: SubprocessRuntime) -> None:
@@ -332,7 +333,9 @@ def test_retention_keeps_only_the_newest_finished_attempts(tmp_path: Path) -> No
             rt.start(spec)
             wait_done(rt, spec.attempt_uid)
         wait_until(lambda: len(list(rt.attempts_dir.iterdir())) == 3)
-        assert sorted(p.name for p in rt.attempts_dir.iterdir()) == sorted(s.attempt_uid for s in specs[3:])
+        kept = sorted(s.attempt_uid for s in specs[3:])
+        assert sorted(p.name for p in rt.attempts_dir.iterdir()) == [f"{uid}.jsonl" for uid in kept]
+        assert sorted(p.name for p in rt.tasks_dir.iterdir()) == kept
         assert rt.snapshot(specs[0].attempt_uid) is None
         assert rt.read_logs(specs[-1].attempt_uid).complete
     finally:
@@ -376,3 +379,60 @@ def test_a_batch_start_reads_as_building_until_running(runtime: SubprocessRuntim
         lambda: all(runtime.snapshot(s.attempt_uid).state is TaskState.RUNNING for s in specs), 15
     )
     assert all(runtime.snapshot(s.attempt_uid).started_at is not None for s in specs)
+
+
+def test_an_attempt_makes_one_directory_and_one_file(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sh", "-c", "pwd")
+    runtime.start(spec)
+    wait_done(runtime, spec.attempt_uid)
+    uid = spec.attempt_uid
+    assert os.listdir(runtime.attempts_dir) == [f"{uid}.jsonl"]
+    assert os.listdir(runtime.tasks_dir) == [uid] and os.listdir(runtime.tasks_dir / uid) == []
+    assert os.listdir(runtime.pids_dir) == ["journal"]
+    stdout = [line.line for line in runtime.read_logs(uid).lines if line.stream == "stdout"]
+    assert stdout == [str(runtime.tasks_dir / uid)]
+
+
+def test_a_redispatched_attempt_starts_a_fresh_log_and_work_dir(tmp_path: Path) -> None:
+    script = "if [ -e left-behind ]; then echo stale; fi; echo run >> ../../marker; wc -l < ../../marker; touch left-behind"
+    spec = make_spec("sh", "-c", script)
+    for expected in ("1", "2"):  # the same attempt, run again by a restarted worker
+        rt = new_runtime(tmp_path)
+        try:
+            rt.start(spec)
+            wait_done(rt, spec.attempt_uid)
+            lines = rt.read_logs(spec.attempt_uid).lines
+            assert [line.line for line in lines if line.stream == "stdout"] == [expected]
+            assert sum("started process" in line.line for line in lines) == 1
+            assert os.listdir(rt.tasks_dir / spec.attempt_uid) == ["left-behind"]
+        finally:
+            rt.shutdown()
+
+
+def test_an_older_versions_attempt_dirs_are_moved_to_this_layout(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    old = state / "attempts" / "old1"
+    (old / "work").mkdir(parents=True)
+    (old / "work" / "output.txt").write_text("kept")
+    (old / "log.jsonl.1").write_bytes(encode_line(1.0, "stdout", "first"))
+    (old / "log.jsonl").write_bytes(encode_line(2.0, "stdout", "second"))
+    (state / "attempts" / "old2").mkdir()  # as under per-task uids: its work dir was elsewhere
+    (state / "attempts" / "old2" / "log.jsonl").write_bytes(encode_line(3.0, "stdout", "third"))
+    rt = SubprocessRuntime(
+        state, worker_id=TEST_WORKER_ID, controller_url="http://x", keep_finished=1, monitor_interval_s=0.05
+    )
+    try:
+        assert not old.exists() and not (state / "attempts" / "old2").exists()
+        assert [line.line for line in rt.read_logs("old2").lines] == ["third"]
+        assert (rt.tasks_dir / "old1" / "output.txt").read_text() == "kept"
+        page = rt.read_logs("old1")
+        assert page.complete and [line.line for line in page.lines] == ["second"]
+        assert b'"first"' in (rt.attempts_dir / "old1.jsonl.1").read_bytes()  # its rotated file, beside it
+        spec = make_spec("true")
+        rt.start(spec)
+        wait_done(rt, spec.attempt_uid)
+        # Retention drops the old attempts like any other: their log files and work dirs.
+        wait_until(lambda: sorted(os.listdir(rt.attempts_dir)) == [f"{spec.attempt_uid}.jsonl"])
+        assert os.listdir(rt.tasks_dir) == [spec.attempt_uid]
+    finally:
+        rt.shutdown()

@@ -60,7 +60,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def log_text(worker: WorkerProcess, uid: str) -> str:
-    return (worker.state_dir / "attempts" / uid / "log.jsonl").read_text()
+    return (worker.state_dir / "attempts" / f"{uid}.jsonl").read_text()
 
 
 def test_unreconciled_worker_kills_its_attempts_after_the_advised_grace(tmp_path: Path) -> None:

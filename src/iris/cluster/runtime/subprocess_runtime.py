@@ -31,7 +31,11 @@ from iris.cluster.runtime.attempt_log import (
     DEFAULT_MAX_LOG_BYTES,
     AttemptLogWriter,
     LineIndex,
+    attempt_log_path,
+    logged_attempt,
     read_log_page,
+    remove_log,
+    rotated_paths,
 )
 from iris.cluster.runtime.disk import MIN_FREE_DISK_BYTES, DiskView, decide_disk, dir_usage
 from iris.cluster.runtime.inspect import describe_processes, run_beside
@@ -106,12 +110,13 @@ class DeviceBroker(Protocol):
 class _Attempt:
     """Mutable record of one attempt; fields are guarded by the runtime's lock."""
 
-    def __init__(self, uid: str, spec: RunSpec | None, directory: Path | None) -> None:
+    def __init__(self, uid: str, spec: RunSpec | None, log_path: Path | None) -> None:
         self.uid = uid
         self.spec = spec
-        self.dir = directory
-        # Where its work dir (and callable payload) live: ``dir`` itself unless isolated.
-        self.task_dir = directory
+        self.log_path = log_path
+        # Set when its work dir is made; the payload is where a callable entrypoint is written.
+        self.work_dir: Path | None = None
+        self.payload: Path | None = None
         self.lease: UidLease | None = None
         # Set once its process is being created: from then on a kill signals it instead of ending it.
         self.launching = False
@@ -156,7 +161,12 @@ class _Attempt:
 
 
 class SubprocessRuntime:
-    """Starts, watches and kills attempts under ``<state_dir>/attempts/<uid>``.
+    """Starts, watches and kills attempts: each runs in ``<state_dir>/work/<uid>/`` (under
+    isolation ``<task root>/<uid>/work/``) and logs to ``<state_dir>/attempts/<uid>.jsonl``.
+
+    One directory and one file per attempt, and no file in ``pids/`` (a line of the pid journal):
+    on ext4 every new inode costs tens to hundreds of microseconds of CPU, and every deleted one
+    makes the next creations dearer for a minute or more.
 
     ``on_change(attempt_uid)`` is called (from any runtime thread, keep it cheap) whenever an
     attempt's observable state changes: started, finished, or its process tree released.
@@ -190,11 +200,14 @@ class SubprocessRuntime:
         would double a short task's CPU), so the starting thread creates the process itself:
         the worker's watchdog kills every attempt tree when the worker dies."""
         self.state_dir = Path(state_dir)
+        # Logs (and callable payloads), pid records, and (without isolation) work dirs: the worker's alone.
         self.attempts_dir = self.state_dir / "attempts"
         self.pids_dir = self.state_dir / "pids"
-        for private in (self.attempts_dir, self.pids_dir):  # logs and pid records: the worker's alone
-            private.mkdir(parents=True, exist_ok=True)
-            os.chmod(private, 0o700)
+        self.tasks_dir = isolation.task_root if isolation is not None else self.state_dir / "work"
+        private = [self.attempts_dir, self.pids_dir] + ([self.tasks_dir] if isolation is None else [])
+        for directory in private:
+            directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(directory, 0o700)
         self.worker_id = worker_id
         self.controller_url = controller_url
         self._on_change = on_change
@@ -217,7 +230,6 @@ class SubprocessRuntime:
             if isolation is not None
             else None
         )
-        self.tasks_dir = isolation.task_root if isolation is not None else self.attempts_dir
         self._boot_id = boot_id()
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -279,7 +291,7 @@ class SubprocessRuntime:
         with self._lock:
             if uid in self._attempts:
                 return None
-            attempt = _Attempt(uid, spec, self.attempts_dir / uid)
+            attempt = _Attempt(uid, spec, attempt_log_path(self.attempts_dir, uid))
             self._attempts[uid] = attempt
             self._unreleased[uid] = attempt
             return attempt
@@ -396,9 +408,9 @@ class SubprocessRuntime:
             attempt = self._attempts.get(attempt_uid)
             if attempt is None:
                 raise NotFound(f"attempt {attempt_uid} is not on this worker")
-            if attempt.terminal or attempt.dir is None or not attempt.env:
+            if attempt.terminal or attempt.work_dir is None or not attempt.env:
                 raise FailedPrecondition(f"attempt {attempt_uid} is not running")
-            cwd, env = attempt.task_dir / "work", dict(attempt.env)
+            cwd, env = attempt.work_dir, dict(attempt.env)
             lease = attempt.lease
         if self._isolation is not None and lease is not None:
             argv = self._isolation.wrap(argv, lease.uid)  # as the task's own uid, never as root
@@ -452,7 +464,7 @@ class SubprocessRuntime:
         with self._lock:
             attempt = self._attempts.get(attempt_uid)
             finished = attempt is None or attempt.terminal
-        path = self.attempts_dir / attempt_uid / "log.jsonl"
+        path = attempt_log_path(self.attempts_dir, attempt_uid)
         if attempt is None and not path.exists():
             raise NotFound(f"no attempt {attempt_uid!r} on worker {self.worker_id}")
         with self._lock:
@@ -505,29 +517,38 @@ class SubprocessRuntime:
     # ------------------------------------------------------------------ starting
 
     def _make_attempt_dir(self, attempt: _Attempt) -> Path:
-        """A fresh ``<uid>/`` with its log and an empty ``work/``; returns the work dir."""
-        assert attempt.dir is not None
+        """A fresh, empty work dir and a new log; returns the work dir."""
+        uid = attempt.uid
+        assert attempt.log_path is not None
+        if self._isolation is None:
+            work_dir = self.tasks_dir / uid
+            payload = self.attempts_dir / f"{uid}.callable.pkl"
+            try:
+                os.mkdir(work_dir, 0o700)
+            except FileExistsError:  # a re-dispatch of the same attempt after a worker restart
+                shutil.rmtree(work_dir, ignore_errors=True)
+                os.mkdir(work_dir, 0o700)
+        else:
+            task_dir = self.tasks_dir / uid
+            shutil.rmtree(task_dir, ignore_errors=True)
+            os.mkdir(task_dir, 0o711)
+            work_dir, payload = task_dir / "work", task_dir / "callable.pkl"
+            os.mkdir(work_dir, 0o700)
+        attempt.work_dir, attempt.payload = work_dir, payload
         try:
-            os.mkdir(attempt.dir)
-        except FileExistsError:  # a re-dispatch of the same attempt after a worker restart
-            shutil.rmtree(attempt.dir, ignore_errors=True)
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True)
+        except FileExistsError:  # the log of its run before a worker restart: this run starts afresh
+            remove_log(attempt.log_path)
             with self._lock:
-                self._line_indexes.pop(attempt.uid, None)
-            os.mkdir(attempt.dir)
-        if self._isolation is not None:
-            attempt.task_dir = self.tasks_dir / attempt.uid
-            shutil.rmtree(attempt.task_dir, ignore_errors=True)
-            os.mkdir(attempt.task_dir, 0o711)
-        work_dir = attempt.task_dir / "work"
-        os.mkdir(work_dir, 0o700)
-        attempt.log = AttemptLogWriter(attempt.dir / "log.jsonl", self._log_max_bytes)
+                self._line_indexes.pop(uid, None)
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True)
         return work_dir
 
     def _launch(self, attempt: _Attempt, preparation: Preparation | None = None) -> None:
         spec = attempt.spec
-        assert spec is not None and attempt.dir is not None
-        work_dir = attempt.task_dir / "work"
-        argv = self._argv(spec, attempt.task_dir, preparation.python if preparation else None)
+        assert spec is not None and attempt.work_dir is not None and attempt.payload is not None
+        work_dir = attempt.work_dir
+        argv = self._argv(spec, attempt.payload, preparation.python if preparation else None)
         ports: dict[str, int] = {}
         if spec.ports:
             with self._lock:  # concurrent starts must not hand out the same port twice
@@ -554,9 +575,8 @@ class SubprocessRuntime:
             with self._lock:
                 attempt.lease = lease
             self._isolation.hand_over(work_dir, lease.uid)
-            payload = attempt.task_dir / "callable.pkl"
-            if payload.exists():
-                os.chown(payload, lease.uid, lease.uid)
+            if spec.entrypoint.kind != "command":
+                os.chown(attempt.payload, lease.uid, lease.uid)
             env["HOME"] = str(work_dir)
             argv = self._isolation.wrap(argv, lease.uid)
         attempt.env = env
@@ -612,10 +632,9 @@ class SubprocessRuntime:
             self._signal_tree(attempt, signal.SIGKILL)
 
     @staticmethod
-    def _argv(spec: RunSpec, attempt_dir: Path, python: str | None = None) -> list[str]:
+    def _argv(spec: RunSpec, payload: Path, python: str | None = None) -> list[str]:
         if spec.entrypoint.kind == "command":
             return list(spec.entrypoint.argv)
-        payload = attempt_dir / "callable.pkl"
         payload.write_bytes(base64.b64decode(spec.entrypoint.callable_b64 or ""))
         os.chmod(payload, 0o600)
         return [python or sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, str(payload)]
@@ -876,7 +895,8 @@ class SubprocessRuntime:
         views = []
         for attempt in live:
             request = attempt.spec.resources.disk_bytes if attempt.spec is not None else 0
-            views.append(DiskView(attempt.uid, dir_usage(attempt.task_dir / "work"), request))
+            used = dir_usage(attempt.work_dir) if attempt.work_dir is not None else 0
+            views.append(DiskView(attempt.uid, used, request))
         try:
             free = shutil.disk_usage(self.tasks_dir).free
         except OSError:
@@ -925,19 +945,47 @@ class SubprocessRuntime:
                 doomed.append(uid)
         for uid in doomed:
             if SAFE_UID.match(uid):
-                shutil.rmtree(self.attempts_dir / uid, ignore_errors=True)
-                if self.tasks_dir != self.attempts_dir:
-                    shutil.rmtree(self.tasks_dir / uid, ignore_errors=True)
+                remove_log(attempt_log_path(self.attempts_dir, uid))
+                if self._isolation is None:
+                    try:
+                        os.unlink(self.attempts_dir / f"{uid}.callable.pkl")
+                    except FileNotFoundError:
+                        pass
+                shutil.rmtree(self.tasks_dir / uid, ignore_errors=True)
 
     def _adopt_previous_logs(self) -> None:
-        """Attempt dirs of a previous run stay readable (as finished logs) until retention drops them."""
-        previous = []
-        for path in self.attempts_dir.iterdir():
-            try:
-                previous.append((path.stat().st_mtime, path.name))
-            except OSError:
-                continue
-        self._retained.extend(name for _, name in sorted(previous))
+        """Attempts of a previous run stay readable (as finished logs) until retention drops them."""
+        previous: dict[str, float] = {}
+        sources = [self.attempts_dir] + ([self.tasks_dir] if self._isolation is None else [])
+        for directory in sources:
+            for entry in os.scandir(directory):
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                    uid = entry.name if is_dir else logged_attempt(entry.name)
+                    if uid is None:
+                        continue
+                    previous[uid] = max(previous.get(uid, 0.0), entry.stat(follow_symlinks=False).st_mtime)
+                    if directory == self.attempts_dir and is_dir and SAFE_UID.match(uid):
+                        self._move_from_old_layout(uid)
+                except OSError:
+                    continue
+        self._retained.extend(uid for uid, _ in sorted(previous.items(), key=lambda item: item[1]))
+
+    def _move_from_old_layout(self, uid: str) -> None:
+        """An attempt of an older version, ``attempts/<uid>/`` with its ``log.jsonl`` (rotated files
+        beside it), ``work/`` and ``callable.pkl``, moved to where this version keeps them."""
+        old = self.attempts_dir / uid
+        new_log = attempt_log_path(self.attempts_dir, uid)
+        for before, after in zip(rotated_paths(old / "log.jsonl"), rotated_paths(new_log), strict=True):
+            if before.exists():
+                os.replace(before, after)
+        moves = [(old / "callable.pkl", self.attempts_dir / f"{uid}.callable.pkl")]
+        if self._isolation is None:
+            moves.append((old / "work", self.tasks_dir / uid))
+        for before, after in moves:
+            if before.exists() and not after.exists():
+                os.rename(before, after)
+        shutil.rmtree(old, ignore_errors=True)
 
     def _notify(self, attempt_uid: str) -> None:
         if self._on_change is not None:
