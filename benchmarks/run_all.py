@@ -29,6 +29,7 @@ BENCHMARKS = (
     "api_requests",
     "scheduler_kernel",
     "worker_dispatch",
+    "runtime_start",
     "vs_ray",
     "sweeps",
     "log_push",

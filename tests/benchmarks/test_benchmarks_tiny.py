@@ -30,6 +30,7 @@ EXPECTED = {
     "api_requests": ["GET /api/v1/cluster, round trip p50", "POST /api/v1/jobs (one at a time)"],
     "scheduler_kernel": ["scheduling kernel, mixed case", "scheduling kernel, nothing fits"],
     "worker_dispatch": ["one worker daemon, 20 true attempts"],
+    "runtime_start": ["runtime alone, 40 true attempts: its CPU per attempt"],
     "vs_ray": ["iris: 20 true tasks as one job"],
     "log_push": [
         "push 200 small attempts",

@@ -8,6 +8,7 @@ from pathlib import Path
 from tests.conftest import TEST_WORKER_ID
 
 from iris.cluster.runtime import SubprocessRuntime
+from iris.cluster.runtime.pid_records import load_pid_records
 from iris.rpc.enums import TERMINAL_TASK_STATES
 from iris.rpc.models import Entrypoint, ResourceSpec, RunSpec
 
@@ -26,6 +27,11 @@ def make_spec(*argv: str, entrypoint: Entrypoint | None = None, uid: str | None 
         resources=fields.pop("resources", ResourceSpec(cpu=1, memory="1GB")),
         **fields,
     )
+
+
+def recorded_pgids(pids_dir: Path) -> dict[str, int]:
+    """Attempt uid -> process group, for every attempt the pid journal records as running."""
+    return {record.attempt_uid: record.pgid for record in load_pid_records(pids_dir)}
 
 
 def new_runtime(tmp_path: Path) -> SubprocessRuntime:

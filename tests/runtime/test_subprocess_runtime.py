@@ -13,9 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 from tests.conftest import TEST_WORKER_ID
-from tests.runtime.helpers import make_spec, new_runtime, wait_done
+from tests.runtime.helpers import make_spec, new_runtime, recorded_pgids, wait_done
 
 from iris.cluster.runtime import KillReason, SubprocessRuntime
+from iris.cluster.runtime.attempt_log import encode_line
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import NotFound
 from iris.rpc.models import Entrypoint, EnvironmentSpec, ResourceSpec
@@ -55,7 +56,7 @@ def test_output_is_captured_with_timestamps_and_streams(runtime: SubprocessRunti
     assert all(before <= line.ts <= time.time() for line in page.lines)
     assert page.lines[0].stream == "system" and "started process" in page.lines[0].line
     assert page.lines[-1].stream == "system" and "SUCCEEDED" in page.lines[-1].line
-    raw = (runtime.attempts_dir / spec.attempt_uid / "log.jsonl").read_text().splitlines()
+    raw = (runtime.attempts_dir / f"{spec.attempt_uid}.jsonl").read_text().splitlines()
     assert [set(json.loads(r)) for r in raw] == [{"ts", "stream", "line"}] * len(raw)
 
 
@@ -100,14 +101,14 @@ def test_missing_program_fails_to_start(runtime: SubprocessRuntime) -> None:
 def test_kill_takes_down_the_whole_tree(runtime: SubprocessRuntime) -> None:
     spec = make_spec("sh", "-c", "sleep 100 & sleep 100 & wait")
     runtime.start(spec)
-    pgid = int(json.loads((runtime.pids_dir / f"{spec.attempt_uid}.json").read_text())["pgid"])
+    pgid = recorded_pgids(runtime.pids_dir)[spec.attempt_uid]
     wait_until(lambda: len([p for p in psutil.process_iter() if _pgid(p.pid) == pgid]) >= 3)
     members = [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid]
     runtime.kill(spec.attempt_uid, KillReason.STOP, "stopped by the controller (CANCELLED)")
     snap = wait_done(runtime, spec.attempt_uid)
     assert snap.state is TaskState.KILLED and snap.error == "stopped by the controller (CANCELLED)"
     assert not any(pid_alive(pid) for pid in members)
-    assert not (runtime.pids_dir / f"{spec.attempt_uid}.json").exists()
+    assert spec.attempt_uid not in recorded_pgids(runtime.pids_dir)
 
 
 def test_kill_reaches_a_descendant_that_left_the_group(runtime: SubprocessRuntime, tmp_path: Path) -> None:
@@ -184,7 +185,7 @@ def test_environment_carries_job_env_and_iris_contract(runtime: SubprocessRuntim
     assert env["PATH"] == os.environ["PATH"]
     ports = {int(env["IRIS_PORT_HTTP"]), int(env["IRIS_PORT_GRPC_API"])}
     assert len(ports) == 2 and all(1024 <= p <= 65535 for p in ports)
-    assert env["PWD"] == str(runtime.attempts_dir / spec.attempt_uid / "work")
+    assert env["PWD"] == str(runtime.state_dir / "work" / spec.attempt_uid)
 
 
 def test_callable_entrypoint_runs_and_prints(runtime: SubprocessRuntime) -> None:
@@ -234,9 +235,9 @@ def test_leftover_trees_are_killed_when_the_worker_restarts(tmp_path: Path) -> N
         text=True,
     )
     assert worker.stdout.readline().strip() == "RUNNING"
-    record = json.loads((state / "pids" / "left1.json").read_text())
-    wait_until(lambda: len([p for p in psutil.process_iter() if _pgid(p.pid) == record["pgid"]]) >= 3)
-    tree = [p.pid for p in psutil.process_iter() if _pgid(p.pid) == record["pgid"]]
+    pgid = recorded_pgids(state / "pids")["left1"]
+    wait_until(lambda: len([p for p in psutil.process_iter() if _pgid(p.pid) == pgid]) >= 3)
+    tree = [p.pid for p in psutil.process_iter() if _pgid(p.pid) == pgid]
     worker.kill()  # like kill -9: no cleanup, the attempt tree keeps running
     worker.wait()
     assert all(pid_alive(pid) for pid in tree)
@@ -245,7 +246,7 @@ def test_leftover_trees_are_killed_when_the_worker_restarts(tmp_path: Path) -> N
     try:
         assert restarted.leftovers_killed == ["left1"]
         wait_until(lambda: not any(pid_alive(pid) for pid in tree), timeout=5)
-        assert not (state / "pids" / "left1.json").exists()
+        assert recorded_pgids(state / "pids") == {}
         # The previous run's log stays readable, as a finished log.
         page = restarted.read_logs("left1")
         assert page.complete and "started process" in page.lines[0].line
@@ -253,13 +254,17 @@ def test_leftover_trees_are_killed_when_the_worker_restarts(tmp_path: Path) -> N
         restarted.shutdown()
 
 
-def test_leftover_record_with_a_reused_pid_kills_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("recorded_in", ["journal", "an older version's record file"])
+def test_leftover_record_with_a_reused_pid_kills_nothing(tmp_path: Path, recorded_in: str) -> None:
     state = tmp_path / "state"
     (state / "pids").mkdir(parents=True)
     bystander = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        record = {"attempt_uid": "old", "pgid": bystander.pid, "start_ticks": 1, "boot_id": "whatever"}
-        (state / "pids" / "old.json").write_text(json.dumps(record))
+        if recorded_in == "journal":
+            (state / "pids" / "journal").write_text(f"+ old {bystander.pid} 1 whatever\n")
+        else:
+            record = {"attempt_uid": "old", "pgid": bystander.pid, "start_ticks": 1, "boot_id": "whatever"}
+            (state / "pids" / "old.json").write_text(json.dumps(record))
         rt = SubprocessRuntime(state, worker_id=TEST_WORKER_ID, controller_url="http://x")
         rt.shutdown()
         assert rt.leftovers_killed == ["old"]
@@ -267,6 +272,26 @@ def test_leftover_record_with_a_reused_pid_kills_nothing(tmp_path: Path) -> None
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_running_attempts_are_lines_of_one_journal_not_files(runtime: SubprocessRuntime) -> None:
+    specs = [make_spec("sleep", "30") for _ in range(3)]
+    runtime.start_many(specs)
+    uids = {s.attempt_uid for s in specs}
+    wait_until(lambda: set(recorded_pgids(runtime.pids_dir)) == uids)
+    assert os.listdir(runtime.pids_dir) == ["journal"]
+    live = {uid: (pid, pgid) for uid, pid, pgid in runtime.live_processes()}
+    assert set(live) == uids
+    assert all(pid == pgid == recorded_pgids(runtime.pids_dir)[uid] for uid, (pid, pgid) in live.items())
+    first = specs[0].attempt_uid
+    runtime.kill(first, KillReason.STOP)
+    wait_done(runtime, first)
+    assert set(recorded_pgids(runtime.pids_dir)) == uids - {first}
+    assert {uid for uid, _, _ in runtime.live_processes()} == uids - {first}
+    for spec in specs[1:]:
+        runtime.kill(spec.attempt_uid, KillReason.STOP)
+        wait_done(runtime, spec.attempt_uid)
+    assert recorded_pgids(runtime.pids_dir) == {} and runtime.live_processes() == []
 
 
 def test_shutdown_kills_running_attempts(tmp_path: Path) -> None:
@@ -308,7 +333,9 @@ def test_retention_keeps_only_the_newest_finished_attempts(tmp_path: Path) -> No
             rt.start(spec)
             wait_done(rt, spec.attempt_uid)
         wait_until(lambda: len(list(rt.attempts_dir.iterdir())) == 3)
-        assert sorted(p.name for p in rt.attempts_dir.iterdir()) == sorted(s.attempt_uid for s in specs[3:])
+        kept = sorted(s.attempt_uid for s in specs[3:])
+        assert sorted(p.name for p in rt.attempts_dir.iterdir()) == [f"{uid}.jsonl" for uid in kept]
+        assert sorted(p.name for p in rt.tasks_dir.iterdir()) == kept
         assert rt.snapshot(specs[0].attempt_uid) is None
         assert rt.read_logs(specs[-1].attempt_uid).complete
     finally:
@@ -352,3 +379,60 @@ def test_a_batch_start_reads_as_building_until_running(runtime: SubprocessRuntim
         lambda: all(runtime.snapshot(s.attempt_uid).state is TaskState.RUNNING for s in specs), 15
     )
     assert all(runtime.snapshot(s.attempt_uid).started_at is not None for s in specs)
+
+
+def test_an_attempt_makes_one_directory_and_one_file(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sh", "-c", "pwd")
+    runtime.start(spec)
+    wait_done(runtime, spec.attempt_uid)
+    uid = spec.attempt_uid
+    assert os.listdir(runtime.attempts_dir) == [f"{uid}.jsonl"]
+    assert os.listdir(runtime.tasks_dir) == [uid] and os.listdir(runtime.tasks_dir / uid) == []
+    assert os.listdir(runtime.pids_dir) == ["journal"]
+    stdout = [line.line for line in runtime.read_logs(uid).lines if line.stream == "stdout"]
+    assert stdout == [str(runtime.tasks_dir / uid)]
+
+
+def test_a_redispatched_attempt_starts_a_fresh_log_and_work_dir(tmp_path: Path) -> None:
+    script = "if [ -e left-behind ]; then echo stale; fi; echo run >> ../../marker; wc -l < ../../marker; touch left-behind"
+    spec = make_spec("sh", "-c", script)
+    for expected in ("1", "2"):  # the same attempt, run again by a restarted worker
+        rt = new_runtime(tmp_path)
+        try:
+            rt.start(spec)
+            wait_done(rt, spec.attempt_uid)
+            lines = rt.read_logs(spec.attempt_uid).lines
+            assert [line.line for line in lines if line.stream == "stdout"] == [expected]
+            assert sum("started process" in line.line for line in lines) == 1
+            assert os.listdir(rt.tasks_dir / spec.attempt_uid) == ["left-behind"]
+        finally:
+            rt.shutdown()
+
+
+def test_an_older_versions_attempt_dirs_are_moved_to_this_layout(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    old = state / "attempts" / "old1"
+    (old / "work").mkdir(parents=True)
+    (old / "work" / "output.txt").write_text("kept")
+    (old / "log.jsonl.1").write_bytes(encode_line(1.0, "stdout", "first"))
+    (old / "log.jsonl").write_bytes(encode_line(2.0, "stdout", "second"))
+    (state / "attempts" / "old2").mkdir()  # as under per-task uids: its work dir was elsewhere
+    (state / "attempts" / "old2" / "log.jsonl").write_bytes(encode_line(3.0, "stdout", "third"))
+    rt = SubprocessRuntime(
+        state, worker_id=TEST_WORKER_ID, controller_url="http://x", keep_finished=1, monitor_interval_s=0.05
+    )
+    try:
+        assert not old.exists() and not (state / "attempts" / "old2").exists()
+        assert [line.line for line in rt.read_logs("old2").lines] == ["third"]
+        assert (rt.tasks_dir / "old1" / "output.txt").read_text() == "kept"
+        page = rt.read_logs("old1")
+        assert page.complete and [line.line for line in page.lines] == ["second"]
+        assert b'"first"' in (rt.attempts_dir / "old1.jsonl.1").read_bytes()  # its rotated file, beside it
+        spec = make_spec("true")
+        rt.start(spec)
+        wait_done(rt, spec.attempt_uid)
+        # Retention drops the old attempts like any other: their log files and work dirs.
+        wait_until(lambda: sorted(os.listdir(rt.attempts_dir)) == [f"{spec.attempt_uid}.jsonl"])
+        assert os.listdir(rt.tasks_dir) == [spec.attempt_uid]
+    finally:
+        rt.shutdown()

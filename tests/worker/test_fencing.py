@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
 from pathlib import Path
 
+from tests.runtime.helpers import recorded_pgids
 from tests.worker.harness import ControllerStub, WorkerProcess, start_worker, wait_until
 
 from iris.cluster.controller.worker_health import (
@@ -34,7 +34,7 @@ def run(uid: str, *argv: str) -> DesiredAttempt:
 
 
 def leader(worker: WorkerProcess, uid: str) -> int:
-    return json.loads((worker.state_dir / "pids" / f"{uid}.json").read_text())["pgid"]
+    return recorded_pgids(worker.state_dir / "pids")[uid]
 
 
 def alive(pid: int) -> bool:
@@ -60,7 +60,7 @@ def group_alive(pgid: int) -> bool:
 
 
 def log_text(worker: WorkerProcess, uid: str) -> str:
-    return (worker.state_dir / "attempts" / uid / "log.jsonl").read_text()
+    return (worker.state_dir / "attempts" / f"{uid}.jsonl").read_text()
 
 
 def test_unreconciled_worker_kills_its_attempts_after_the_advised_grace(tmp_path: Path) -> None:

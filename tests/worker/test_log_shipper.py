@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from iris.cluster.controller.logstore import LogStore
-from iris.cluster.runtime.attempt_log import AttemptLogWriter, rotated_paths
+from iris.cluster.runtime.attempt_log import AttemptLogWriter, attempt_log_path, rotated_paths
 from iris.cluster.worker.log_shipper import ROTATED_AWAY, LogShipper
 from iris.rpc.log_models import LogPushRequest
 
@@ -87,8 +87,8 @@ def shipper(server: StoreServer, attempts_dir: Path, ended: dict[str, bool]) -> 
 def attempt_log(tmp_path: Path, max_bytes: int) -> tuple[Path, AttemptLogWriter]:
     """The runtime's attempts dir with one attempt's log, rotated over 5 files of max_bytes / 5."""
     attempts = tmp_path / "attempts"
-    (attempts / UID).mkdir(parents=True)
-    return attempts, AttemptLogWriter(attempts / UID / "log.jsonl", max_bytes=max_bytes, files=5)
+    attempts.mkdir(parents=True)
+    return attempts, AttemptLogWriter(attempt_log_path(attempts, UID), max_bytes=max_bytes, files=5)
 
 
 def write(log: AttemptLogWriter, first: int, count: int) -> None:
@@ -139,7 +139,7 @@ def test_output_rotated_away_while_the_controller_was_away_is_marked_and_the_res
     rest = [int(line.split()[1]) for line in lines[21:]]
     # What the worker still held: contiguous, up to the very last line, nothing twice.
     assert rest == list(range(rest[0], 2020)) and rest[0] > 20
-    kept = sum(p.stat().st_size for p in rotated_paths(attempts / UID / "log.jsonl") if p.exists())
+    kept = sum(p.stat().st_size for p in rotated_paths(attempt_log_path(attempts, UID)) if p.exists())
     assert kept <= 20_000
 
 

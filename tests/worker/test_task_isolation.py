@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from tests.runtime.helpers import recorded_pgids
 from tests.worker.harness import ControllerStub, WorkerProcess, start_worker, wait_until
 
 from iris.cluster.runtime.isolation import Isolation, UidPool, proc_is_hidden
@@ -137,7 +138,7 @@ def test_token_theft_fails_at_the_first_step(worker: WorkerProcess) -> None:
     seen = json.loads(stdout_of(worker, "mallory-1"))
     # Its own uid, no root, no groups; it lists only its own processes and reads only its own environ.
     assert seen["uid"] >= 200000 and seen["gid"] == seen["uid"] and seen["groups"] == []
-    bob_pid = json.loads((worker.state_dir / "pids" / "bob-1.json").read_text())["pgid"]
+    bob_pid = recorded_pgids(worker.state_dir / "pids")["bob-1"]
     assert bob_pid not in seen["listed"] and worker.popen.pid not in seen["listed"]
     everything = "\n".join(seen["environs"])
     assert VICTIM_TOKEN not in everything
@@ -204,7 +205,7 @@ def test_the_daemon_hides_proc_once_and_its_attempts_start_through_one_exec(work
     assert proc_is_hidden(Path(f"/proc/{worker.popen.pid}/mountinfo"))
     worker.reconcile([run(spec("fast-1", "alice", "sleep", "100"))])
     wait_until(lambda: worker.observe([keep("fast-1")], "fast-1").state is TaskState.RUNNING, what="running")
-    pgid = json.loads((worker.state_dir / "pids" / "fast-1.json").read_text())["pgid"]
+    pgid = recorded_pgids(worker.state_dir / "pids")["fast-1"]
     task = psutil.Process(pgid)
     # setpriv exec'd into the command itself: no unshare, sh or mount left between daemon and task.
     # RUNNING means the process exists; its exec chain may still be under way (mid-exec its

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -11,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 from tests.conftest import TEST_WORKER_ID
+from tests.runtime.helpers import recorded_pgids
 from tests.worker.harness import CLICK_ENTRY, ControllerStub, WorkerProcess, start_worker, wait_until
 
 from iris.rpc.enums import StopReason, TaskState
@@ -65,7 +65,7 @@ def _zombie(pid: int) -> bool:
 
 
 def attempt_pgid(worker: WorkerProcess, uid: str) -> int:
-    return json.loads((worker.state_dir / "pids" / f"{uid}.json").read_text())["pgid"]
+    return recorded_pgids(worker.state_dir / "pids")[uid]
 
 
 def _pgid(pid: int) -> int | None:

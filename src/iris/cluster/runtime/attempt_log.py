@@ -1,4 +1,9 @@
-"""Per-attempt log: JSON-lines files, ``{"ts", "stream", "line"}`` per line, rotated by size, paged by line offset."""
+"""Per-attempt log: JSON-lines files, ``{"ts", "stream", "line"}`` per line, rotated by size, paged by line offset.
+
+Every attempt's log lies flat in one directory, ``<state>/attempts/<uid>.jsonl`` (rotated files
+beside it: ``<uid>.jsonl.1`` ...), not in a directory of its own: on ext4 each new inode costs
+tens to hundreds of microseconds of CPU, more than anything else in starting a short task.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +31,30 @@ DEFAULT_MAX_LOG_BYTES = 50 * 1024 * 1024
 LOG_FILES = 5
 
 
+LOG_SUFFIX = ".jsonl"
+
+
+def attempt_log_path(logs_dir: Path, attempt_uid: str) -> Path:
+    """Where an attempt's (current) log file is."""
+    return logs_dir / (attempt_uid + LOG_SUFFIX)
+
+
+def logged_attempt(file_name: str) -> str | None:
+    """The attempt whose current log file has this name; None for any other file (a rotated one too)."""
+    if file_name.endswith(LOG_SUFFIX) and len(file_name) > len(LOG_SUFFIX):
+        return file_name[: -len(LOG_SUFFIX)]
+    return None
+
+
+def remove_log(path: Path, files: int = LOG_FILES) -> None:
+    """Delete a log and its rotated files."""
+    for older in rotated_paths(path, files):
+        try:
+            os.unlink(older)
+        except FileNotFoundError:
+            pass
+
+
 def encode_line(ts: float, stream: str, text: str) -> bytes:
     """One stored log line: ``{"ts","stream","line"}`` with ``ts`` first (readers rely on it)."""
     return b'{"ts":%.6f,"stream":"%s","line":%s}\n' % (ts, stream.encode(), json.dumps(text).encode())
@@ -39,12 +68,20 @@ def rotated_paths(path: Path, files: int = LOG_FILES) -> list[Path]:
 class AttemptLogWriter:
     """Turns raw pipe chunks into timestamped lines. Thread-safe: output and system events interleave."""
 
-    def __init__(self, path: Path, max_bytes: int = DEFAULT_MAX_LOG_BYTES, files: int = LOG_FILES) -> None:
+    def __init__(
+        self,
+        path: Path,
+        max_bytes: int = DEFAULT_MAX_LOG_BYTES,
+        files: int = LOG_FILES,
+        *,
+        exclusive: bool = False,
+    ) -> None:
+        """``exclusive``: a new file, FileExistsError if one is there (else appends to it)."""
         self.path = path
         self.max_bytes = max_bytes
         self.files = max(1, files)
         self.file_bytes = max(1, max_bytes // self.files)
-        self._file = open(path, "ab")  # noqa: SIM115 - closed by close()
+        self._file = open(path, "xb" if exclusive else "ab")  # noqa: SIM115 - closed by close()
         self._written = self._file.tell()
         self.rotations = 0
         self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}

@@ -1,8 +1,20 @@
-"""Pid records of running attempts, so a restarted worker can kill what its previous run left behind.
+"""Pid records of running attempts, so a restarted worker (or its watchdog) can kill what is left.
 
-``<state>/pids/<attempt_uid>.json`` holds the attempt's process group id and the group leader's
-start time (clock ticks since boot, plus the boot id). A leader pid that now belongs to another
-process has a different start time and is left alone.
+All records live in one append-only journal, ``<state>/pids/journal``, one line per event:
+
+    + <attempt_uid> <pgid> <start_ticks> <boot_id>     the attempt's process group started
+    - <attempt_uid>                                    its process tree is gone (released)
+
+An attempt is recorded while its last line is a ``+``. The start time (clock ticks since boot,
+plus the boot id) identifies the group leader: a leader pid that now belongs to another process
+has a different start time and is left alone. A line is written with one ``write`` on an
+``O_APPEND`` descriptor the runtime keeps open, so a start costs a few microseconds of CPU where
+a file per attempt cost a file creation and an unlink (each dear on ext4). A reader ignores a
+torn last line (a crash in the middle of a write). When the journal has grown well past what is
+live, the runtime rewrites it with only the live records and renames that over it.
+
+Pid records of older versions (``<state>/pids/<uid>.json``, a file per attempt) are still read,
+so a worker upgraded in place kills what its previous version left running.
 """
 
 from __future__ import annotations
@@ -11,12 +23,17 @@ import json
 import logging
 import os
 import signal
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from iris.cluster.runtime.proc_table import boot_id, process_tree, read_environ, scan_process_table
 
 logger = logging.getLogger(__name__)
+
+JOURNAL = "journal"
+# Rewrite the journal once it holds this many lines and four times as many as are live.
+COMPACT_AFTER_LINES = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,54 +44,133 @@ class PidRecord:
     boot_id: str
 
 
-def write_pid_record(pids_dir: Path, record: PidRecord) -> None:
-    path = pids_dir / f"{record.attempt_uid}.json"
-    path.write_text(
-        json.dumps(
-            {
-                "attempt_uid": record.attempt_uid,
-                "pgid": record.pgid,
-                "start_ticks": record.start_ticks,
-                "boot_id": record.boot_id,
-            }
-        )
-    )
+def _start_line(record: PidRecord) -> bytes:
+    # Attempt uids are plain names and the boot id a UUID: no spaces or newlines in a field.
+    return f"+ {record.attempt_uid} {record.pgid} {record.start_ticks} {record.boot_id or '-'}\n".encode()
 
 
-def remove_pid_record(pids_dir: Path, attempt_uid: str) -> None:
-    try:
-        os.unlink(pids_dir / f"{attempt_uid}.json")
-    except FileNotFoundError:
-        pass
+class PidJournal:
+    """The runtime's side: appends start and end lines, compacts. Thread-safe.
+
+    Opening it starts a new journal: the caller has dealt with what an earlier run recorded
+    (``kill_leftover_trees``) before.
+    """
+
+    def __init__(self, pids_dir: Path, compact_after_lines: int = COMPACT_AFTER_LINES) -> None:
+        self.path = Path(pids_dir) / JOURNAL
+        self._compact_after = compact_after_lines
+        self._lock = threading.Lock()
+        self._live: dict[str, PidRecord] = {}
+        self._lines = 0
+        for legacy in Path(pids_dir).glob("*.json"):
+            legacy.unlink(missing_ok=True)
+        Path(pids_dir, JOURNAL + ".tmp").unlink(missing_ok=True)  # a compaction cut short
+        self._fd = self._open(truncate=True)
+
+    def _open(self, *, truncate: bool) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | (os.O_TRUNC if truncate else 0)
+        return os.open(self.path, flags, 0o600)
+
+    def started(self, record: PidRecord) -> None:
+        with self._lock:
+            os.write(self._fd, _start_line(record))
+            self._live[record.attempt_uid] = record
+            self._lines += 1
+
+    def ended(self, attempt_uid: str) -> None:
+        """The attempt's tree is gone; nothing is written for an attempt never recorded."""
+        with self._lock:
+            if self._live.pop(attempt_uid, None) is None:
+                return
+            try:
+                os.write(self._fd, f"- {attempt_uid}\n".encode())
+            except OSError as exc:  # a full disk: the record stays, its leader's start time protects
+                logger.warning("could not record the end of attempt %s: %s", attempt_uid, exc)
+                return
+            self._lines += 1
+            if self._lines >= self._compact_after and self._lines >= 4 * len(self._live):
+                self._compact_locked()
+
+    def live(self) -> list[PidRecord]:
+        with self._lock:
+            return list(self._live.values())
+
+    def _compact_locked(self) -> None:
+        """Rewrite with the live records only, then rename over the journal (never a moment without one)."""
+        tmp = self.path.with_name(JOURNAL + ".tmp")
+        data = b"".join(_start_line(record) for record in self._live.values())
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+        except OSError as exc:  # e.g. a full disk: keep appending to the long journal
+            logger.warning("could not compact the pid journal %s: %s", self.path, exc)
+            self._lines = len(self._live)  # try again only after as many lines again
+            return
+        old, self._fd = self._fd, self._open(truncate=False)
+        os.close(old)
+        self._lines = len(self._live)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+
+def parse_journal(data: bytes) -> dict[str, PidRecord]:
+    """The live records of a journal's content; a torn or unreadable line is skipped."""
+    live: dict[str, PidRecord] = {}
+    lines = data.split(b"\n")
+    for raw in lines[:-1]:  # the last piece has no newline: empty, or torn by a crash
+        fields = raw.decode(errors="replace").split(" ")
+        try:
+            if fields[0] == "+" and len(fields) == 5:
+                boot = "" if fields[4] == "-" else fields[4]
+                live[fields[1]] = PidRecord(fields[1], int(fields[2]), int(fields[3]), boot)
+            elif fields[0] == "-" and len(fields) == 2:
+                live.pop(fields[1], None)
+            else:
+                raise ValueError(raw)
+        except ValueError:
+            logger.warning("ignoring an unreadable pid journal line: %r", raw[:200])
+    return live
 
 
 def load_pid_records(pids_dir: Path) -> list[PidRecord]:
-    records = []
-    for path in pids_dir.glob("*.json"):
+    """Every attempt recorded as running: the journal's, and any older version's record files."""
+    try:
+        with open(Path(pids_dir) / JOURNAL, "rb") as f:
+            live = parse_journal(f.read())
+    except FileNotFoundError:
+        live = {}
+    for path in Path(pids_dir).glob("*.json"):
         try:
             data = json.loads(path.read_text())
-            records.append(
-                PidRecord(
-                    str(data["attempt_uid"]),
-                    int(data["pgid"]),
-                    int(data["start_ticks"]),
-                    str(data["boot_id"]),
-                )
+            record = PidRecord(
+                str(data["attempt_uid"]), int(data["pgid"]), int(data["start_ticks"]), str(data["boot_id"])
             )
         except (OSError, ValueError, KeyError, TypeError):
             logger.warning("ignoring unreadable pid record %s", path)
-            path.unlink(missing_ok=True)
-    return records
+            continue
+        live.setdefault(record.attempt_uid, record)
+    return list(live.values())
 
 
-def kill_leftover_trees(pids_dir: Path, worker_id: str) -> list[str]:
-    """SIGKILL every process tree a previous run of this worker left running; returns their attempt uids.
+def kill_leftover_trees(pids_dir: Path, worker_id: str, records: list[PidRecord] | None = None) -> list[str]:
+    """SIGKILL every recorded process tree that still runs; returns the recorded attempt uids.
 
     A tree is found two ways: from its recorded group leader (only if the leader's start time
-    matches the record), and by scanning for processes whose environment names one of the leftover
-    attempts AND this worker (catches processes that left the group or outlived their leader).
+    matches the record), and by scanning for processes whose environment names one of the
+    recorded attempts AND this worker (catches processes that left the group or outlived their
+    leader). Only reads the records (``records``, or all of ``pids_dir``'s): the runtime starts
+    a new journal after calling it, and the watchdog never writes to the daemon's.
     """
-    records = load_pid_records(pids_dir)
+    if records is None:
+        records = load_pid_records(pids_dir)
     if not records:
         return []
     current_boot = boot_id()
@@ -98,8 +194,6 @@ def kill_leftover_trees(pids_dir: Path, worker_id: str) -> list[str]:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    for record in records:
-        remove_pid_record(pids_dir, record.attempt_uid)
     if targets:
         logger.warning(
             "killed %d leftover processes of %d attempts from a previous run", len(targets), len(records)

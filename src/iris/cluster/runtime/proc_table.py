@@ -1,7 +1,8 @@
-"""One cheap pass over /proc: pid -> (ppid, pgid, rss, start time), and tree queries over it.
+"""One cheap pass over /proc: pid -> (ppid, pgid, rss, start time, CPU time), and tree queries over it.
 
-The memory monitor samples every running attempt from ONE scan per tick, so reading
-``/proc/<pid>/stat`` directly (one small read per process) beats asking psutil per process.
+The memory monitor samples every running attempt from ONE scan per tick, and so does the usage
+sampler, so reading ``/proc/<pid>/stat`` directly (one small read per process) beats asking
+psutil per process (whose ``children()`` reads all of /proc again for every attempt).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,9 @@ class ProcInfo:
     start_ticks: int
     # "Z" for a zombie: dead, only waiting for its parent to reap it.
     state: str = "R"
+    # CPU time (user + system, clock ticks) of the process, and of its children it has reaped.
+    cpu_ticks: int = 0
+    reaped_children_cpu_ticks: int = 0
 
     @property
     def dead(self) -> bool:
@@ -49,6 +54,8 @@ def read_proc(pid: int) -> ProcInfo | None:
             rss_bytes=int(fields[21]) * _PAGE_SIZE,
             start_ticks=int(fields[19]),
             state=fields[0].decode(),
+            cpu_ticks=int(fields[11]) + int(fields[12]),
+            reaped_children_cpu_ticks=int(fields[13]) + int(fields[14]),
         )
     except (IndexError, ValueError):
         return None

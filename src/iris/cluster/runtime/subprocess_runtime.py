@@ -31,18 +31,17 @@ from iris.cluster.runtime.attempt_log import (
     DEFAULT_MAX_LOG_BYTES,
     AttemptLogWriter,
     LineIndex,
+    attempt_log_path,
+    logged_attempt,
     read_log_page,
+    remove_log,
+    rotated_paths,
 )
 from iris.cluster.runtime.disk import MIN_FREE_DISK_BYTES, DiskView, decide_disk, dir_usage
 from iris.cluster.runtime.inspect import describe_processes, run_beside
 from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
-from iris.cluster.runtime.pid_records import (
-    PidRecord,
-    kill_leftover_trees,
-    remove_pid_record,
-    write_pid_record,
-)
+from iris.cluster.runtime.pid_records import PidJournal, PidRecord, kill_leftover_trees
 from iris.cluster.runtime.policy import KillReason, LimitView, decide_enforcements, final_outcome
 from iris.cluster.runtime.proc_table import (
     ProcTable,
@@ -111,12 +110,13 @@ class DeviceBroker(Protocol):
 class _Attempt:
     """Mutable record of one attempt; fields are guarded by the runtime's lock."""
 
-    def __init__(self, uid: str, spec: RunSpec | None, directory: Path | None) -> None:
+    def __init__(self, uid: str, spec: RunSpec | None, log_path: Path | None) -> None:
         self.uid = uid
         self.spec = spec
-        self.dir = directory
-        # Where its work dir (and callable payload) live: ``dir`` itself unless isolated.
-        self.task_dir = directory
+        self.log_path = log_path
+        # Set when its work dir is made; the payload is where a callable entrypoint is written.
+        self.work_dir: Path | None = None
+        self.payload: Path | None = None
         self.lease: UidLease | None = None
         # Set once its process is being created: from then on a kill signals it instead of ending it.
         self.launching = False
@@ -161,7 +161,12 @@ class _Attempt:
 
 
 class SubprocessRuntime:
-    """Starts, watches and kills attempts under ``<state_dir>/attempts/<uid>``.
+    """Starts, watches and kills attempts: each runs in ``<state_dir>/work/<uid>/`` (under
+    isolation ``<task root>/<uid>/work/``) and logs to ``<state_dir>/attempts/<uid>.jsonl``.
+
+    One directory and one file per attempt, and no file in ``pids/`` (a line of the pid journal):
+    on ext4 every new inode costs tens to hundreds of microseconds of CPU, and every deleted one
+    makes the next creations dearer for a minute or more.
 
     ``on_change(attempt_uid)`` is called (from any runtime thread, keep it cheap) whenever an
     attempt's observable state changes: started, finished, or its process tree released.
@@ -189,16 +194,20 @@ class SubprocessRuntime:
         disk_check_interval_s: float = 5.0,
         min_free_disk_bytes: int = MIN_FREE_DISK_BYTES,
     ) -> None:
-        """Processes are created on long-lived threads: under ``isolation`` each gets
-        ``PR_SET_PDEATHSIG``, which fires when the creating *thread* exits. Without isolation
-        nothing is put between worker and task (an extra exec would double a short task's CPU):
+        """Under ``isolation`` processes are created on long-lived threads of their own: each gets
+        ``PR_SET_PDEATHSIG``, which fires when the creating *thread* exits (a build thread, a
+        request thread). Without isolation nothing is put between worker and task (an extra exec
+        would double a short task's CPU), so the starting thread creates the process itself:
         the worker's watchdog kills every attempt tree when the worker dies."""
         self.state_dir = Path(state_dir)
+        # Logs (and callable payloads), pid records, and (without isolation) work dirs: the worker's alone.
         self.attempts_dir = self.state_dir / "attempts"
         self.pids_dir = self.state_dir / "pids"
-        for private in (self.attempts_dir, self.pids_dir):  # logs and pid records: the worker's alone
-            private.mkdir(parents=True, exist_ok=True)
-            os.chmod(private, 0o700)
+        self.tasks_dir = isolation.task_root if isolation is not None else self.state_dir / "work"
+        private = [self.attempts_dir, self.pids_dir] + ([self.tasks_dir] if isolation is None else [])
+        for directory in private:
+            directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(directory, 0o700)
         self.worker_id = worker_id
         self.controller_url = controller_url
         self._on_change = on_change
@@ -216,12 +225,18 @@ class SubprocessRuntime:
         self._disk_check_interval_s = disk_check_interval_s
         self._min_free_disk_bytes = min_free_disk_bytes
         self._next_disk_check = 0.0
-        self._spawner = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-spawn")
-        self.tasks_dir = isolation.task_root if isolation is not None else self.attempts_dir
+        self._spawner = (
+            ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-spawn")
+            if isolation is not None
+            else None
+        )
         self._boot_id = boot_id()
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._attempts: dict[str, _Attempt] = {}
+        # The attempts not yet released (a subset of ``_attempts``): what the monitor looks at,
+        # without walking the thousands of finished ones retention keeps.
+        self._unreleased: dict[str, _Attempt] = {}
         # Attempt dirs on disk, oldest first: retention deletes from the left.
         self._retained: deque[str] = deque()
         self._pinned: frozenset[str] = frozenset()
@@ -229,6 +244,7 @@ class SubprocessRuntime:
         self._line_indexes: dict[str, LineIndex] = {}
 
         self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
+        self._pids = PidJournal(self.pids_dir)  # a new journal: the previous run's trees are dead
         self._adopt_previous_logs()
         self._io = IoLoop(name=f"iris-io-{worker_id}")
         self._starters = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-start")
@@ -275,8 +291,9 @@ class SubprocessRuntime:
         with self._lock:
             if uid in self._attempts:
                 return None
-            attempt = _Attempt(uid, spec, self.attempts_dir / uid)
+            attempt = _Attempt(uid, spec, attempt_log_path(self.attempts_dir, uid))
             self._attempts[uid] = attempt
+            self._unreleased[uid] = attempt
             return attempt
 
     def _start_admitted(self, attempt: _Attempt) -> None:
@@ -391,9 +408,9 @@ class SubprocessRuntime:
             attempt = self._attempts.get(attempt_uid)
             if attempt is None:
                 raise NotFound(f"attempt {attempt_uid} is not on this worker")
-            if attempt.terminal or attempt.dir is None or not attempt.env:
+            if attempt.terminal or attempt.work_dir is None or not attempt.env:
                 raise FailedPrecondition(f"attempt {attempt_uid} is not running")
-            cwd, env = attempt.task_dir / "work", dict(attempt.env)
+            cwd, env = attempt.work_dir, dict(attempt.env)
             lease = attempt.lease
         if self._isolation is not None and lease is not None:
             argv = self._isolation.wrap(argv, lease.uid)  # as the task's own uid, never as root
@@ -409,21 +426,32 @@ class SubprocessRuntime:
         with self._lock:
             return {
                 uid: a.spec.task_id
-                for uid, a in self._attempts.items()
+                for uid, a in self._unreleased.items()
                 if a.spec is not None and a.state not in TERMINAL_TASK_STATES
             }
 
     def kill_all(self, reason: KillReason, message: str) -> list[str]:
         """Kill every attempt that has not ended, in any state (BUILDING included); their uids."""
         with self._lock:
-            live = [a for a in self._attempts.values() if not a.terminal]
+            live = [a for a in self._unreleased.values() if not a.terminal]
         for attempt in live:
             self._kill(attempt, reason, message)
         return [a.uid for a in live]
 
+    def live_processes(self) -> list[tuple[str, int, int]]:
+        """(attempt uid, root pid, process group) of every attempt whose process tree may still
+        run: from its start until it is released (what the pid journal records). The root pid is
+        0 once the root has been reaped (its pid may then belong to another process)."""
+        with self._lock:
+            return [
+                (a.uid, a.popen.pid if a.returncode is None else 0, a.pgid)
+                for a in self._unreleased.values()
+                if a.popen is not None
+            ]
+
     def running_count(self) -> int:
         with self._lock:
-            return sum(1 for a in self._attempts.values() if not a.terminal)
+            return sum(1 for a in self._unreleased.values() if not a.terminal)
 
     def pin(self, attempt_uids: frozenset[str]) -> None:
         """Attempts the controller still asks about: retention never forgets these."""
@@ -436,7 +464,7 @@ class SubprocessRuntime:
         with self._lock:
             attempt = self._attempts.get(attempt_uid)
             finished = attempt is None or attempt.terminal
-        path = self.attempts_dir / attempt_uid / "log.jsonl"
+        path = attempt_log_path(self.attempts_dir, attempt_uid)
         if attempt is None and not path.exists():
             raise NotFound(f"no attempt {attempt_uid!r} on worker {self.worker_id}")
         with self._lock:
@@ -466,12 +494,12 @@ class SubprocessRuntime:
         """Kill every live attempt and stop the runtime's threads."""
         with self._lock:
             self._closing = True
-            live = [a for a in self._attempts.values() if not a.terminal]
+            live = [a for a in self._unreleased.values() if not a.terminal]
         for attempt in live:
             self._kill(attempt, KillReason.SHUTDOWN, _kill_text(KillReason.SHUTDOWN))
 
         def all_released() -> bool:
-            return all(a.terminal and a.released for a in self._attempts.values())
+            return not self._unreleased
 
         if not self.wait_for(all_released, self._kill_grace_s + self._eof_grace_s + 1.0):
             for attempt in live:
@@ -481,38 +509,53 @@ class SubprocessRuntime:
         self._stop_monitor.set()
         self._monitor.join(timeout=5)
         self._starters.shutdown(wait=True)
-        self._spawner.shutdown(wait=True)
+        if self._spawner is not None:
+            self._spawner.shutdown(wait=True)
         self._io.stop()
+        self._pids.close()
 
     # ------------------------------------------------------------------ starting
 
     def _make_attempt_dir(self, attempt: _Attempt) -> Path:
-        """A fresh ``<uid>/`` with its log and an empty ``work/``; returns the work dir."""
-        assert attempt.dir is not None
+        """A fresh, empty work dir and a new log; returns the work dir."""
+        uid = attempt.uid
+        assert attempt.log_path is not None
+        if self._isolation is None:
+            work_dir = self.tasks_dir / uid
+            payload = self.attempts_dir / f"{uid}.callable.pkl"
+            try:
+                os.mkdir(work_dir, 0o700)
+            except FileExistsError:  # a re-dispatch of the same attempt after a worker restart
+                shutil.rmtree(work_dir, ignore_errors=True)
+                os.mkdir(work_dir, 0o700)
+        else:
+            task_dir = self.tasks_dir / uid
+            shutil.rmtree(task_dir, ignore_errors=True)
+            os.mkdir(task_dir, 0o711)
+            work_dir, payload = task_dir / "work", task_dir / "callable.pkl"
+            os.mkdir(work_dir, 0o700)
+        attempt.work_dir, attempt.payload = work_dir, payload
         try:
-            os.mkdir(attempt.dir)
-        except FileExistsError:  # a re-dispatch of the same attempt after a worker restart
-            shutil.rmtree(attempt.dir, ignore_errors=True)
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True)
+        except FileExistsError:  # the log of its run before a worker restart: this run starts afresh
+            remove_log(attempt.log_path)
             with self._lock:
-                self._line_indexes.pop(attempt.uid, None)
-            os.mkdir(attempt.dir)
-        if self._isolation is not None:
-            attempt.task_dir = self.tasks_dir / attempt.uid
-            shutil.rmtree(attempt.task_dir, ignore_errors=True)
-            os.mkdir(attempt.task_dir, 0o711)
-        work_dir = attempt.task_dir / "work"
-        os.mkdir(work_dir, 0o700)
-        attempt.log = AttemptLogWriter(attempt.dir / "log.jsonl", self._log_max_bytes)
+                self._line_indexes.pop(uid, None)
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True)
         return work_dir
 
     def _launch(self, attempt: _Attempt, preparation: Preparation | None = None) -> None:
         spec = attempt.spec
-        assert spec is not None and attempt.dir is not None
-        work_dir = attempt.task_dir / "work"
-        argv = self._argv(spec, attempt.task_dir, preparation.python if preparation else None)
-        with self._lock:  # concurrent starts must not hand out the same port twice
-            taken = {port for a in self._attempts.values() if not a.terminal for port in a.ports.values()}
-            attempt.ports = ports = allocate_ports(spec.ports, taken)
+        assert spec is not None and attempt.work_dir is not None and attempt.payload is not None
+        work_dir = attempt.work_dir
+        argv = self._argv(spec, attempt.payload, preparation.python if preparation else None)
+        ports: dict[str, int] = {}
+        if spec.ports:
+            with self._lock:  # concurrent starts must not hand out the same port twice
+                taken = {
+                    port for a in self._unreleased.values() if not a.terminal for port in a.ports.values()
+                }
+                attempt.ports = ports = allocate_ports(spec.ports, taken)
         env = build_attempt_env(
             self._base_env,
             spec,
@@ -532,25 +575,26 @@ class SubprocessRuntime:
             with self._lock:
                 attempt.lease = lease
             self._isolation.hand_over(work_dir, lease.uid)
-            payload = attempt.task_dir / "callable.pkl"
-            if payload.exists():
-                os.chown(payload, lease.uid, lease.uid)
+            if spec.entrypoint.kind != "command":
+                os.chown(attempt.payload, lease.uid, lease.uid)
             env["HOME"] = str(work_dir)
             argv = self._isolation.wrap(argv, lease.uid)
         attempt.env = env
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        popen_args: dict[str, Any] = {
+            "cwd": work_dir,
+            "env": env,
+            "stdin": subprocess.DEVNULL,
+            "stdout": out_w,
+            "stderr": err_w,
+            "start_new_session": True,
+        }
         try:
-            popen = self._spawner.submit(
-                subprocess.Popen,
-                argv,
-                cwd=work_dir,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out_w,
-                stderr=err_w,
-                start_new_session=True,
-            ).result()
+            if self._spawner is None:
+                popen = subprocess.Popen(argv, **popen_args)
+            else:
+                popen = self._spawner.submit(subprocess.Popen, argv, **popen_args).result()
         except BaseException:
             os.close(out_r)
             os.close(err_r)
@@ -562,14 +606,14 @@ class SubprocessRuntime:
             pidfd = os.pidfd_open(popen.pid)
             info = read_proc(popen.pid)
             record = PidRecord(attempt.uid, popen.pid, info.start_ticks if info else 0, self._boot_id)
-            write_pid_record(self.pids_dir, record)
+            self._pids.started(record)
             attempt.log.system(f"started process {popen.pid}: {_describe(spec)}")
         except BaseException:
             signal_group(popen.pid, signal.SIGKILL)
             popen.wait()
             os.close(out_r)
             os.close(err_r)
-            remove_pid_record(self.pids_dir, attempt.uid)
+            self._pids.ended(attempt.uid)
             raise
         with self._lock:
             attempt.popen = popen
@@ -588,10 +632,9 @@ class SubprocessRuntime:
             self._signal_tree(attempt, signal.SIGKILL)
 
     @staticmethod
-    def _argv(spec: RunSpec, attempt_dir: Path, python: str | None = None) -> list[str]:
+    def _argv(spec: RunSpec, payload: Path, python: str | None = None) -> list[str]:
         if spec.entrypoint.kind == "command":
             return list(spec.entrypoint.argv)
-        payload = attempt_dir / "callable.pkl"
         payload.write_bytes(base64.b64decode(spec.entrypoint.callable_b64 or ""))
         os.chmod(payload, 0o600)
         return [python or sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, str(payload)]
@@ -612,6 +655,7 @@ class SubprocessRuntime:
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
+            self._unreleased.pop(attempt.uid, None)
             self._retained.append(attempt.uid)
             self._changed.notify_all()
 
@@ -635,6 +679,7 @@ class SubprocessRuntime:
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
+            self._unreleased.pop(attempt.uid, None)
             self._retained.append(attempt.uid)
             self._changed.notify_all()
 
@@ -701,7 +746,7 @@ class SubprocessRuntime:
         attempt.log.close()
         released = self._tree_gone(attempt)
         if released:
-            remove_pid_record(self.pids_dir, attempt.uid)
+            self._pids.ended(attempt.uid)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, outcome.exit_code, outcome.error
             attempt.finished_at = time.time()
@@ -725,6 +770,7 @@ class SubprocessRuntime:
         self._release_devices(attempt.uid)
         self._release_identity(attempt)
         attempt.released = True
+        self._unreleased.pop(attempt.uid, None)
         self._retained.append(attempt.uid)
 
     @staticmethod
@@ -795,8 +841,8 @@ class SubprocessRuntime:
     def _monitor_tick(self) -> None:
         now = time.monotonic()
         with self._lock:
-            live = [a for a in self._attempts.values() if a.state is TaskState.RUNNING]
-            unreleased = [a for a in self._attempts.values() if a.terminal and not a.released]
+            live = [a for a in self._unreleased.values() if a.state is TaskState.RUNNING]
+            unreleased = [a for a in self._unreleased.values() if a.terminal]
         running = [a for a in live if a.returncode is None and a.popen is not None]
         table: ProcTable | None = None
         if any(a.memory_limit > 0 for a in running) or unreleased:
@@ -832,7 +878,7 @@ class SubprocessRuntime:
                     self._io.call_soon(lambda a=attempt: self._handle_stuck_pipes(a))
         for attempt in unreleased:
             if self._tree_gone(attempt):
-                remove_pid_record(self.pids_dir, attempt.uid)
+                self._pids.ended(attempt.uid)
                 with self._lock:
                     self._release_locked(attempt)
                     self._changed.notify_all()
@@ -845,11 +891,12 @@ class SubprocessRuntime:
     def _check_disk(self) -> None:
         """Fail attempts over their disk request, or the biggest one when the disk is full."""
         with self._lock:
-            live = [a for a in self._attempts.values() if not a.terminal and a.kill_reason is None]
+            live = [a for a in self._unreleased.values() if not a.terminal and a.kill_reason is None]
         views = []
         for attempt in live:
             request = attempt.spec.resources.disk_bytes if attempt.spec is not None else 0
-            views.append(DiskView(attempt.uid, dir_usage(attempt.task_dir / "work"), request))
+            used = dir_usage(attempt.work_dir) if attempt.work_dir is not None else 0
+            views.append(DiskView(attempt.uid, used, request))
         try:
             free = shutil.disk_usage(self.tasks_dir).free
         except OSError:
@@ -898,19 +945,47 @@ class SubprocessRuntime:
                 doomed.append(uid)
         for uid in doomed:
             if SAFE_UID.match(uid):
-                shutil.rmtree(self.attempts_dir / uid, ignore_errors=True)
-                if self.tasks_dir != self.attempts_dir:
-                    shutil.rmtree(self.tasks_dir / uid, ignore_errors=True)
+                remove_log(attempt_log_path(self.attempts_dir, uid))
+                if self._isolation is None:
+                    try:
+                        os.unlink(self.attempts_dir / f"{uid}.callable.pkl")
+                    except FileNotFoundError:
+                        pass
+                shutil.rmtree(self.tasks_dir / uid, ignore_errors=True)
 
     def _adopt_previous_logs(self) -> None:
-        """Attempt dirs of a previous run stay readable (as finished logs) until retention drops them."""
-        previous = []
-        for path in self.attempts_dir.iterdir():
-            try:
-                previous.append((path.stat().st_mtime, path.name))
-            except OSError:
-                continue
-        self._retained.extend(name for _, name in sorted(previous))
+        """Attempts of a previous run stay readable (as finished logs) until retention drops them."""
+        previous: dict[str, float] = {}
+        sources = [self.attempts_dir] + ([self.tasks_dir] if self._isolation is None else [])
+        for directory in sources:
+            for entry in os.scandir(directory):
+                try:
+                    is_dir = entry.is_dir(follow_symlinks=False)
+                    uid = entry.name if is_dir else logged_attempt(entry.name)
+                    if uid is None:
+                        continue
+                    previous[uid] = max(previous.get(uid, 0.0), entry.stat(follow_symlinks=False).st_mtime)
+                    if directory == self.attempts_dir and is_dir and SAFE_UID.match(uid):
+                        self._move_from_old_layout(uid)
+                except OSError:
+                    continue
+        self._retained.extend(uid for uid, _ in sorted(previous.items(), key=lambda item: item[1]))
+
+    def _move_from_old_layout(self, uid: str) -> None:
+        """An attempt of an older version, ``attempts/<uid>/`` with its ``log.jsonl`` (rotated files
+        beside it), ``work/`` and ``callable.pkl``, moved to where this version keeps them."""
+        old = self.attempts_dir / uid
+        new_log = attempt_log_path(self.attempts_dir, uid)
+        for before, after in zip(rotated_paths(old / "log.jsonl"), rotated_paths(new_log), strict=True):
+            if before.exists():
+                os.replace(before, after)
+        moves = [(old / "callable.pkl", self.attempts_dir / f"{uid}.callable.pkl")]
+        if self._isolation is None:
+            moves.append((old / "work", self.tasks_dir / uid))
+        for before, after in moves:
+            if before.exists() and not after.exists():
+                os.rename(before, after)
+        shutil.rmtree(old, ignore_errors=True)
 
     def _notify(self, attempt_uid: str) -> None:
         if self._on_change is not None:

@@ -1,6 +1,6 @@
 """Ships every attempt's log to the controller's log store as it is written.
 
-The runtime writes each attempt's log to ``<state>/attempts/<uid>/log.jsonl`` (rotated by size); this thread reads
+The runtime writes each attempt's log to ``<state>/attempts/<uid>.jsonl`` (rotated by size); this thread reads
 what is new and pushes it (several attempts per request, at most ``max_push_bytes`` each), one
 request in flight. The file is the buffer: a chatty task never waits for the controller, and a
 slow or absent controller only makes the next push larger (up to the bound) or later.
@@ -22,12 +22,11 @@ from pathlib import Path
 
 import httpx
 
-from iris.cluster.runtime.attempt_log import encode_line, rotated_paths
+from iris.cluster.runtime.attempt_log import attempt_log_path, encode_line, logged_attempt, rotated_paths
 from iris.rpc.log_models import AttemptUsage, LogChunk, LogPushRequest, LogPushResponse
 
 logger = logging.getLogger(__name__)
 
-LOG_FILE = "log.jsonl"
 HTTP_TIMEOUT_S = 10.0
 _BACKOFF_MAX_S = 5.0
 _USAGE_EVERY_S = 2.0
@@ -117,12 +116,13 @@ class LogShipper:
 
     def _adopt_previous(self) -> None:
         try:
-            entries = list(self._dir.iterdir())
+            names = os.listdir(self._dir)
         except FileNotFoundError:
             return
-        for entry in entries:
-            if (entry / LOG_FILE).exists():
-                self._cursors[entry.name] = _Cursor(entry.name, entry / LOG_FILE, probe=True, ended=True)
+        for name in names:
+            uid = logged_attempt(name)
+            if uid is not None:
+                self._cursors[uid] = _Cursor(uid, self._dir / name, probe=True, ended=True)
 
     def _loop(self) -> None:
         backoff = self._interval_s
@@ -219,7 +219,7 @@ class LogShipper:
             if cursor is None:
                 if uid in self._done:
                     continue
-                path = self._dir / uid / LOG_FILE
+                path = attempt_log_path(self._dir, uid)
                 cursor = self._cursors[uid] = _Cursor(uid, path)
             # The runtime's word wins over a guess: an attempt adopted from disk at start-up is
             # taken as ended until the runtime says it still runs (its log then keeps growing).
@@ -236,7 +236,7 @@ class LogShipper:
     ) -> tuple[bytes, int, int, bool]:
         """(lines to send, how many, file bytes they take, whether that reaches the end of the log).
 
-        The runtime rotates a long log (``log.jsonl`` -> ``log.jsonl.1`` ...): a rotated file the
+        The runtime rotates a long log (``<uid>.jsonl`` -> ``<uid>.jsonl.1`` ...): a rotated file the
         cursor is in is read to its end before the next one. If it was dropped before it could be
         sent (the controller was away that long), the log goes on from the oldest file left, after
         one line saying output is missing.

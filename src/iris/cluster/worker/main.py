@@ -205,7 +205,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     )
     if runtime.leftovers_killed:
         logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))
-    usage = UsageSampler(runtime.pids_dir)
+    usage = UsageSampler(runtime.live_processes)
     shipper = LogShipper(
         config.controller_url,
         worker_id,

@@ -1,8 +1,10 @@
 """Samples what each running attempt's process tree uses: CPU seconds, RSS, peak RSS, a coarse history.
 
-The runtime leaves a pid record (``<state>/pids/<uid>.json``) for every running attempt; this
-thread reads them every ``interval_s``, walks each tree with psutil and keeps per-attempt totals
-that the log shipper sends to the controller beside the attempt's log.
+Every ``interval_s`` this thread asks the runtime which attempts may still have processes
+(``live()``: uid, root pid and process group, from the start until the tree is released), reads
+/proc ONCE for all of them (``proc_table``), and keeps per-attempt totals that the log shipper
+sends to the controller beside the attempt's log. A tree is its process group plus every
+descendant of its root; its CPU counts what the root has reaped of its children too.
 """
 
 from __future__ import annotations
@@ -10,15 +12,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import psutil
-
-from iris.cluster.runtime.pid_records import load_pid_records
+from iris.cluster.runtime.proc_table import (
+    CLOCK_TICKS,
+    ProcTable,
+    process_tree,
+    scan_process_table,
+    tree_rss,
+)
 from iris.rpc.log_models import AttemptUsage, UsageSample
 
 logger = logging.getLogger(__name__)
+
+# (attempt uid, root pid, process group id) of every attempt whose tree may still run.
+LiveAttempts = Callable[[], Iterable[tuple[str, int, int]]]
 
 HISTORY_POINTS = 120
 _KEPT_FINISHED = 2000
@@ -47,31 +56,21 @@ class _Tally:
         )
 
 
-def tree_usage(pid: int) -> tuple[float, int] | None:
-    """(CPU seconds, RSS bytes) of a process and its descendants; None if it is gone."""
-    try:
-        root = psutil.Process(pid)
-        procs = [root, *root.children(recursive=True)]
-    except psutil.Error:
+def tree_usage(table: ProcTable, root_pid: int, pgid: int) -> tuple[float, int] | None:
+    """(CPU seconds, RSS bytes) of an attempt's tree, from one process table; None if it is gone."""
+    root = table.get(root_pid)
+    tree = process_tree(table, root_pid, pgid)
+    if root is None and not tree:
         return None
-    cpu = 0.0
-    rss = 0
-    for proc in procs:
-        try:
-            with proc.oneshot():
-                times = proc.cpu_times()
-                cpu += times.user + times.system
-                if proc is root:
-                    cpu += times.children_user + times.children_system
-                rss += proc.memory_info().rss
-        except psutil.Error:
-            continue
-    return cpu, rss
+    ticks = sum(table[pid].cpu_ticks for pid in tree)
+    if root is not None:
+        ticks += root.reaped_children_cpu_ticks
+    return ticks / CLOCK_TICKS, tree_rss(table, tree)
 
 
 class UsageSampler:
-    def __init__(self, pids_dir: Path, *, interval_s: float = 0.5) -> None:
-        self._pids_dir = Path(pids_dir)
+    def __init__(self, live: LiveAttempts, *, interval_s: float = 0.5) -> None:
+        self._live = live
         self._interval_s = interval_s
         self._tallies: dict[str, _Tally] = {}
         self._lock = threading.Lock()
@@ -101,14 +100,16 @@ class UsageSampler:
     def sample(self) -> None:
         now = time.time()
         seen: set[str] = set()
-        for record in load_pid_records(self._pids_dir):
-            measured = tree_usage(record.pgid)
+        live = list(self._live())
+        table = scan_process_table() if live else {}
+        for uid, root_pid, pgid in live:
+            measured = tree_usage(table, root_pid, pgid)
             if measured is None:
                 continue
             cpu, rss = measured
-            seen.add(record.attempt_uid)
+            seen.add(uid)
             with self._lock:
-                tally = self._tallies.setdefault(record.attempt_uid, _Tally())
+                tally = self._tallies.setdefault(uid, _Tally())
                 tally.live = True
                 tally.cpu_seconds = max(tally.cpu_seconds, cpu)
                 tally.rss_bytes = rss

@@ -5,7 +5,9 @@ stopped (SIGSTOP, a debugger) while its attempts, which are other processes, run
 (kill -9, OOM) and left processes its tasks started. This small process, in a session of its own,
 reads the daemon's heartbeat (the monotonic time of the last successful reconcile and the fencing
 grace, rewritten in place in ``<state>/heartbeat``) and, when the heartbeat is older than the
-grace plus a second, or the daemon is gone, SIGKILLs every attempt tree recorded in ``<state>/pids``.
+grace plus a second, or the daemon is gone, SIGKILLs every attempt tree recorded in the pid
+journal (``<state>/pids/journal``, see ``runtime/pid_records.py``). It only reads the journal: the
+daemon alone writes it, and it remembers in memory which attempts it has fenced already.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from iris.cluster.runtime.pid_records import kill_leftover_trees
+from iris.cluster.runtime.pid_records import PidRecord, kill_leftover_trees, load_pid_records
 
 HEARTBEAT_FILE = "heartbeat"
 FENCED_DIR = "fenced"
@@ -61,16 +63,24 @@ def read_heartbeat(path: Path) -> tuple[float, float | None] | None:
         return None
 
 
-def fence(state_dir: Path, worker_id: str) -> None:
-    """Kill every recorded attempt, leaving a mark so the daemon reports them as fenced, not failed."""
-    marks = state_dir / FENCED_DIR
-    records = list((state_dir / "pids").glob("*.json"))
+def fence(state_dir: Path, worker_id: str, done: set[PidRecord] | None = None) -> None:
+    """Kill every recorded attempt, leaving a mark so the daemon reports them as fenced, not failed.
+
+    Records in ``done`` (fenced by an earlier call; this call adds to it) are left alone: their
+    trees were killed, and a mark made again after the daemon consumed it would be stale.
+    """
+    records = [
+        record for record in load_pid_records(state_dir / "pids") if done is None or record not in done
+    ]
     if not records:
         return
+    marks = state_dir / FENCED_DIR
     marks.mkdir(mode=0o700, exist_ok=True)
     for record in records:
-        (marks / record.stem).touch()
-    kill_leftover_trees(state_dir / "pids", worker_id)
+        (marks / record.attempt_uid).touch()
+    kill_leftover_trees(state_dir / "pids", worker_id, records)
+    if done is not None:
+        done.update(records)
 
 
 def start_watchdog(state_dir: Path, worker_id: str) -> subprocess.Popen[bytes]:
@@ -85,6 +95,7 @@ def watch(state_dir: Path, worker_id: str, daemon_pid: int, interval_s: float = 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the daemon stopping us on a clean exit
     pids_dir = state_dir / "pids"
     heartbeat = state_dir / HEARTBEAT_FILE
+    fenced: set[PidRecord] = set()
     while True:
         if os.getppid() != daemon_pid:  # the daemon died: nothing of its attempts may outlive it
             kill_leftover_trees(pids_dir, worker_id)
@@ -93,7 +104,7 @@ def watch(state_dir: Path, worker_id: str, daemon_pid: int, interval_s: float = 
         if beat is not None:
             reconciled_at, grace = beat
             if grace is not None and time.monotonic() - reconciled_at > grace + _MARGIN_S:
-                fence(state_dir, worker_id)
+                fence(state_dir, worker_id, fenced)
         time.sleep(interval_s)
 
 
