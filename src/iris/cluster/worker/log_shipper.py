@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
-
 from iris.cluster.runtime.attempt_log import attempt_log_path, encode_line, logged_attempt, rotated_paths
+from iris.rpc.errors import IrisError
+from iris.rpc.http import HttpClient
 from iris.rpc.log_models import AttemptUsage, LogChunk, LogPushRequest, LogPushResponse
 
 logger = logging.getLogger(__name__)
@@ -70,10 +70,8 @@ class LogShipper:
         interval_s: float = 0.05,
         max_push_bytes: int = 256 * 1024,
     ) -> None:
-        self._url = controller_url.rstrip("/") + "/api/v1/logs:push"
-        self._headers = {"content-type": "application/json"}
-        if token:
-            self._headers["authorization"] = f"Bearer {token}"
+        self._controller_url = controller_url.rstrip("/")
+        self._token = token
         self._worker_id = worker_id
         self._dir = Path(attempts_dir)
         self._attempts = attempts
@@ -126,12 +124,12 @@ class LogShipper:
 
     def _loop(self) -> None:
         backoff = self._interval_s
-        with httpx.Client(timeout=HTTP_TIMEOUT_S) as client:
+        with HttpClient(self._controller_url, token=self._token, timeout_s=HTTP_TIMEOUT_S) as client:
             while not self._stop.is_set():
                 try:
                     more = self._cycle(client)
                     backoff = self._interval_s
-                except (httpx.HTTPError, ValueError) as exc:
+                except (IrisError, ValueError) as exc:
                     logger.debug("log push failed: %s", exc)
                     self._reachable = False
                     more = False
@@ -144,7 +142,7 @@ class LogShipper:
                     self._wake.wait(backoff)
                     self._wake.clear()
 
-    def _cycle(self, client: httpx.Client) -> bool:
+    def _cycle(self, client: HttpClient) -> bool:
         """One push of whatever is new; True if more is waiting right away."""
         self._discover()
         chunks: list[LogChunk] = []
@@ -182,18 +180,12 @@ class LogShipper:
             sizes[cursor.uid] = (lines, used)
         if not chunks:
             return False
-        answer = client.post(
-            self._url,
-            content=LogPushRequest(worker_id=self._worker_id, chunks=chunks).model_dump_json(),
-            headers=self._headers,
+        answer = client.request(
+            "POST", "/api/v1/logs:push", json_body=LogPushRequest(worker_id=self._worker_id, chunks=chunks)
         )
-        if answer.status_code == 404 or answer.status_code == 501:
-            raise ValueError(f"the controller does not take log pushes (HTTP {answer.status_code})")
-        if answer.status_code >= 400:
-            raise ValueError(f"log push refused (HTTP {answer.status_code}): {answer.text[:300]}")
         self.pushes += 1
         self._reachable = True
-        acks = LogPushResponse.model_validate_json(answer.content).acks
+        acks = LogPushResponse.model_validate(answer).acks
         for chunk in chunks:
             cursor = self._cursors.get(chunk.attempt_uid)
             ack = acks.get(chunk.attempt_uid)
