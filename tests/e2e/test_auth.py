@@ -82,6 +82,8 @@ def test_users_see_and_stop_only_their_own_jobs(secure: LocalCluster) -> None:
     with pytest.raises(NotFound):
         bob.job(job.job_id).detail()
     with pytest.raises(NotFound):
+        bob.job(job.job_id).wait(timeout=5)  # a wait is refused up front, not held
+    with pytest.raises(NotFound):
         bob.job(job.job_id).kill()
     assert job.job_id in {j.job_id for j in admin.list_jobs().jobs}
     assert alice.job(job.job_id).kill() is JobState.KILLED

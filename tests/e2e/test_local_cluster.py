@@ -6,12 +6,14 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from tests.conftest import free_port, wait_until
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, TaskState
+from iris.client.job import JobTimeout
 from iris.rpc.errors import IrisError
 
 IRIS = [sys.executable, "-m", "iris.cli.main"]
@@ -205,3 +207,32 @@ def test_task_events_name_the_worker(cluster: LocalCluster) -> None:
     events = client.http.request("GET", f"/api/v1/jobs{job.job_id}:events")["events"]
     finished = [e for e in events if e["kind"] == "task_succeeded"]
     assert finished and finished[0]["worker_id"] == job.tasks()[0].worker_id
+
+
+def test_a_job_wait_is_held_by_the_controller_and_answered_when_the_job_ends() -> None:
+    with IrisClient.local(workers=1) as client:
+        job = client.submit(
+            Entrypoint.from_command("sleep", "1"), name="held", resources=ResourceSpec(cpu=0.5, memory="64MB")
+        )
+        path = f"/api/v1/jobs/{job.job_id.lstrip('/')}"
+        t0 = time.monotonic()
+        held = client.http.request("GET", path, params={"task_limit": 0, "wait_s": 30}, timeout=60)
+        waited = time.monotonic() - t0
+        assert held["state"] == "SUCCEEDED" and 0.5 < waited < 20, (held["state"], waited)
+        # Not over: the answer comes once ``wait_s`` has passed, with the job as it is then.
+        sleeper = client.submit(
+            Entrypoint.from_command("sleep", "600"),
+            name="long",
+            resources=ResourceSpec(cpu=0.5, memory="64MB"),
+        )
+        t0 = time.monotonic()
+        detail = sleeper.detail(task_limit=0)
+        page = client.http.request(
+            "GET", f"/api/v1/jobs/{sleeper.job_id.lstrip('/')}", params={"task_limit": 0, "wait_s": 0.5}
+        )
+        assert page["state"] in ("PENDING", "RUNNING") and time.monotonic() - t0 >= 0.5, page["state"]
+        assert detail.state in (JobState.PENDING, JobState.RUNNING)
+        with pytest.raises(JobTimeout):
+            sleeper.wait(timeout=1)
+        sleeper.kill()
+        assert sleeper.wait(timeout=30).state is JobState.KILLED

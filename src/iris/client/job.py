@@ -33,6 +33,11 @@ class JobTimeout(IrisError):
 __all__ = ["Job", "JobTimeout", "select_lines", "task_path"]
 
 
+# The longest the controller holds one wait request (its limit is 60 s), and how much longer the
+# client gives the answer to arrive.
+WAIT_CHUNK_S = 30.0
+WAIT_SLACK_S = 10.0
+
 # Where reading stopped in each task attempt's log: (task index, attempt uid) -> next offset.
 LogOffsets = dict[tuple[int, str], int]
 
@@ -85,19 +90,38 @@ class Job:
         return self.full_detail().tasks
 
     def wait(self, timeout: float | None = None, *, poll_s: float = 0.05) -> JobDetail:
-        """Block until the job is terminal; raises JobTimeout after ``timeout`` seconds."""
+        """Block until the job is terminal; raises JobTimeout after ``timeout`` seconds.
+
+        Each request is held by the controller until the job ends (up to ``WAIT_CHUNK_S``), so
+        waiting costs a request every half minute, not one per poll. A controller that answers
+        at once (one without job waits) is polled instead, ``poll_s`` apart at first."""
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.01
         while True:
-            detail = self.detail(task_limit=0)  # the state only: cheap for a job of many tasks
+            chunk = (
+                WAIT_CHUNK_S if deadline is None else max(0.0, min(WAIT_CHUNK_S, deadline - time.monotonic()))
+            )
+            asked = time.monotonic()
+            detail = self._detail_when_done(chunk)
             if detail.state in TERMINAL_JOB_STATES:
                 return self.detail()
             if deadline is not None and time.monotonic() >= deadline:
                 raise JobTimeout(
                     f"job {self.job_id} is still {detail.state.value.lower()} after {timeout:g}s"
                 )
-            time.sleep(delay)
-            delay = min(poll_s * 4, delay * 1.5)
+            if time.monotonic() - asked < chunk / 2:  # not held: poll, backing off
+                time.sleep(delay)
+                delay = min(poll_s * 4, delay * 1.5)
+
+    def _detail_when_done(self, wait_s: float) -> JobDetail:
+        """The job without its tasks, once it has ended or ``wait_s`` has passed."""
+        data = self.client.http.request(
+            "GET",
+            f"/api/v1/jobs/{task_path(self.job_id)}",
+            params={"task_limit": 0, "wait_s": round(wait_s, 3)},
+            timeout=wait_s + WAIT_SLACK_S,
+        )
+        return JobDetail.model_validate(data)
 
     def kill(self) -> JobState:
         data = self.client.http.post(f"/api/v1/jobs/{task_path(self.job_id)}:stop")

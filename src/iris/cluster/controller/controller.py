@@ -55,6 +55,7 @@ from iris.cluster.controller.effects import (
     SetJob,
     UpsertWorker,
 )
+from iris.cluster.controller.job_waiters import JobWaiters
 from iris.cluster.controller.logstore import LogStore
 from iris.cluster.controller.logstore.pod_collector import PodLogCollector
 from iris.cluster.controller.metrics import ControllerMetrics
@@ -183,6 +184,8 @@ class Controller:
         self._last_pass_s = 0.0  # what the last queued pass cost (snapshot and kernel)
         self.last_pending: dict[str, PendingReason] = {}
         self.timeseries = TimeSeries()
+        # API requests waiting for jobs to end, woken by the commit that ends each.
+        self.job_waiters = JobWaiters()
         self.metrics = ControllerMetrics()
         self.round_stats: dict[str, float] = {
             "rounds": 0,
@@ -444,6 +447,8 @@ class Controller:
                 self._dirty_workers |= applied.workers
         self.round_stats["dropped_changes"] += len(applied.dropped)
         self.round_stats["refused_changes"] += len(applied.refused)
+        if applied.finished_jobs:
+            self.job_waiters.ended(applied.finished_jobs)
         for change in applied.changes:
             for w in change.writes:
                 if (

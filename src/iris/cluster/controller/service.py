@@ -6,6 +6,7 @@ and custom methods follow a colon: ``POST /api/v1/jobs/alice/train:stop``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import dataclasses
 import logging
@@ -29,6 +30,7 @@ from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.log_routes import add_log_routes, attach_failures
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
 from iris.cluster.types import JobName
+from iris.rpc.enums import TERMINAL_JOB_STATES, JobState
 from iris.rpc.errors import InvalidArgument, IrisError, NotFound, NotImplementedForBackend, PermissionDenied
 from iris.rpc.models import (
     DEFAULT_TASK_PAGE,
@@ -57,6 +59,7 @@ from iris.rpc.models import (
 )
 
 log = logging.getLogger("iris.service")
+MAX_JOB_WAIT_S = 60.0  # the longest a job wait holds its request open
 
 
 def model_response(model: BaseModel) -> Response:
@@ -443,19 +446,41 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         return {"events": [dataclasses.asdict(r) for r in rows]}
 
     @app.get("/api/v1/jobs/{job_path:path}", response_model=JobDetail)
-    def get_job(
+    async def get_job(
         job_path: str,
         task_offset: int = Query(default=0, ge=0),
         task_limit: int = Query(default=DEFAULT_TASK_PAGE, ge=0, le=MAX_TASK_PAGE),
+        wait_s: float = Query(default=0.0, ge=0, le=MAX_JOB_WAIT_S),
     ) -> Response:
-        """The job and a page of its tasks (``task_counts`` counts all of them)."""
-        job_id = owned_job(_job_id(job_path))
+        """The job and a page of its tasks (``task_counts`` counts all of them).
+
+        With ``wait_s``, the answer waits until the job has ended, or ``wait_s`` has passed: a
+        client waiting for a job holds one request instead of polling. No thread is held while
+        it waits (the commit that ends the job wakes it)."""
+        job_id = _job_id(job_path)
+        if wait_s <= 0:
+            return (await run_in_threadpool(job_page, job_id, task_offset, task_limit))[0]
+        ended = controller.job_waiters.add(job_id)  # before reading the state: no end is missed
+        try:
+            page, state = await run_in_threadpool(job_page, job_id, task_offset, task_limit)
+            if state not in TERMINAL_JOB_STATES:
+                try:
+                    await asyncio.wait_for(ended, wait_s)
+                except TimeoutError:
+                    pass
+                page, state = await run_in_threadpool(job_page, job_id, task_offset, task_limit)
+        finally:
+            controller.job_waiters.discard(job_id, ended)
+        return page
+
+    def job_page(job_id: str, task_offset: int, task_limit: int) -> tuple[Response, JobState]:
+        owned_job(job_id)
         with controller.db.read() as cur:
             row = store.get_job(cur, job_id)
             if row is None:
                 raise NotFound(f"job {job_id} does not exist")
             detail = views.job_detail(cur, row, task_offset=task_offset, task_limit=task_limit)
-        return model_response(attach_failures(controller, detail))
+        return model_response(attach_failures(controller, detail)), detail.state
 
     @app.get("/api/v1/tasks/{task_path:path}:status")
     def task_process_status(task_path: str, attempt: str | None = None) -> dict[str, Any]:
