@@ -99,6 +99,13 @@ def test_submission_refuses_what_no_registered_worker_could_run(tmp_path: Path) 
         gang = _spec(name="gang", replicas=3, coscheduling=CoschedulingConfig(group_by="zone"))
         with pytest.raises(InvalidArgument, match="sharing one zone value"):
             controller.submit(gang)
+        # The check follows the fleet: a big worker joins, then is reaped.
+        big = ResourceSpec(cpu=64, memory="64GB")
+        controller.register_worker(RegisterRequest(worker_id="w2", address="127.0.0.1:2", capacity=big))
+        assert controller.submit(_spec(name="huge-now", resources=ResourceSpec(cpu=64)))
+        controller.reap_worker("w2", "gone")
+        with pytest.raises(InvalidArgument, match="none of the 1 registered"):
+            controller.submit(_spec(name="huge-again", resources=ResourceSpec(cpu=64)))
     finally:
         controller.stop()
         controller.db.close()

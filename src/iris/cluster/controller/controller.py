@@ -172,6 +172,7 @@ class Controller:
         self._nudged: set[str] = set()
         self._dirty_workers: set[str] = set()
         self._spec_cache: OrderedDict[str, JobSpec] = OrderedDict()
+        self._shapes: list[tuple[str, ResourceSpec, dict[str, str]]] | None = None
         self._run_templates: dict[str, tuple[RunSpec, float]] = {}
         self._last_full_round = 0.0
         self._disk_full_logged = float("-inf")
@@ -449,6 +450,8 @@ class Controller:
         self.round_stats["refused_changes"] += len(applied.refused)
         if applied.finished_jobs:
             self.job_waiters.ended(applied.finished_jobs)
+        if applied.fleet_changed:
+            self._shapes = None
         for change in applied.changes:
             for w in change.writes:
                 if (
@@ -593,8 +596,14 @@ class Controller:
         return self._descriptor.kind is BackendKind.WORKER and not spec.wait_for_capacity
 
     def _worker_shapes(self) -> list[tuple[str, ResourceSpec, dict[str, str]]]:
-        with self.db.read() as cur:
-            return [(w.worker_id, w.capacity, w.attributes) for w in store.list_workers(cur)]
+        """Every registered worker's capacity and attributes (what a submit is checked against),
+        read once and kept until a worker registers or is reaped."""
+        shapes = self._shapes
+        if shapes is None:
+            with self.db.read() as cur:
+                shapes = [(w.worker_id, w.capacity, w.attributes) for w in store.list_workers(cur)]
+            self._shapes = shapes
+        return shapes
 
     def _check_fits_somewhere(
         self, spec: JobSpec, workers: list[tuple[str, ResourceSpec, dict[str, str]]]

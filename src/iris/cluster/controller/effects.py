@@ -192,6 +192,8 @@ class Applied:
     # task id -> (attempt uid, attempt number) of every attempt created.
     attempts: dict[str, tuple[str, int]] = field(default_factory=dict)
     finished_jobs: list[str] = field(default_factory=list)
+    # A worker registered (or re-registered) or was deleted.
+    fleet_changed: bool = False
 
     def merge(self, other: Applied) -> None:
         self.changes += other.changes
@@ -201,3 +203,4 @@ class Applied:
         self.workers |= other.workers
         self.attempts.update(other.attempts)
         self.finished_jobs += other.finished_jobs
+        self.fleet_changed |= other.fleet_changed

@@ -1198,6 +1198,7 @@ def commit(cur: sqlite3.Cursor, effects: Effects, now: float, *, read_at: int | 
         events.extend(change.events)
         applied.changes.append(change)
 
+    applied.fleet_changed = any(isinstance(w, UpsertWorker | DeleteWorker) for w in others)
     for w in others:
         if isinstance(w, InsertJob):
             if w.replaces is not None:
