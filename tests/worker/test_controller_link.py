@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from tests.worker.harness import ControllerStub, wait_until
 
-from iris.cluster.worker.controller_link import ControllerLink
+from iris.cluster.worker.controller_link import NUDGE_REPEAT_S, ControllerLink
 from iris.rpc.models import RegisterRequest, ResourceSpec
 
 
@@ -32,10 +32,32 @@ def test_many_changes_coalesce_into_few_nudges_never_two_at_once(stub: Controlle
         for _ in range(50):
             link.state_changed()
             time.sleep(0.005)
-        wait_until(lambda: len(stub.nudges) >= 2, what="the in-flight and the queued nudge")
+        # No reconcile comes: the changes after the first nudge ask again once NUDGE_REPEAT_S is over.
+        wait_until(lambda: len(stub.nudges) >= 2, what="the first nudge and the repeat")
         time.sleep(0.8)  # give a wrongly uncoalesced link the chance to send more
         assert 2 <= len(stub.nudges) <= 3
         assert stub.max_concurrent_nudges == 1
+    finally:
+        link.stop()
+
+
+def test_after_a_nudge_later_changes_wait_for_its_reconcile_then_nudge_once(stub: ControllerStub) -> None:
+    link = ControllerLink(stub.url, "w-link", request, reregister_after_s=60)
+    link.start()
+    try:
+        wait_until(lambda: stub.registrations, what="registration")
+        link.state_changed()
+        wait_until(lambda: len(stub.nudges) == 1, what="the first nudge")
+        for _ in range(20):  # a burst while the reconcile that nudge asked for has not come
+            link.state_changed()
+        time.sleep(NUDGE_REPEAT_S / 2)
+        assert len(stub.nudges) == 1
+        covered = link.change_mark() - 5  # the reconcile's answer covers all but the last changes
+        link.reconciled(covered)
+        wait_until(lambda: len(stub.nudges) == 2, what="one nudge for what that reconcile did not report")
+        link.reconciled(link.change_mark())
+        time.sleep(NUDGE_REPEAT_S * 1.5)
+        assert len(stub.nudges) == 2
     finally:
         link.stop()
 

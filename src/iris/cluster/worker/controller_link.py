@@ -3,8 +3,10 @@
 Registration repeats with backoff while the controller is down and again whenever the controller
 has not reconciled this worker for ``reregister_after_s`` (e.g. it restarted and forgot us).
 The registration answer carries the secret the controller signs its calls to this worker with.
-A nudge ("reconcile me now") follows every attempt state change the controller has not yet
-seen; at most one is in flight and changes meanwhile coalesce into one more.
+A nudge ("reconcile me now") follows an attempt state change the controller has not yet seen.
+One nudge asks for one reconcile, which reports every change made before it: after a nudge,
+later changes wait for that reconcile (or ``NUDGE_REPEAT_S``, should it not come) instead of
+nudging again, so a burst of hundreds of task ends costs a nudge per reconcile, not per end.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ logger = logging.getLogger(__name__)
 HTTP_TIMEOUT_S = 3.0
 _BACKOFF_START_S = 0.1
 _BACKOFF_MAX_S = 5.0
+# After a nudge, changes wait this long for the reconcile it asked for before nudging again.
+NUDGE_REPEAT_S = 0.5
 
 
 class ControllerLink:
@@ -55,6 +59,9 @@ class ControllerLink:
         # Attempt state changes are numbered; a reconcile answer covers every change numbered before it.
         self._change_seq = 0
         self._reported_seq = 0
+        # When the last nudge was answered, until a reconcile comes (None: none is awaited).
+        self._nudged_at: float | None = None
+        self._reconciles = 0
         self.registrations = 0
         self._threads = [
             threading.Thread(target=self._register_loop, name="iris-register", daemon=True),
@@ -106,6 +113,11 @@ class ControllerLink:
         with self._lock:
             self._last_contact = time.monotonic()
             self._reported_seq = max(self._reported_seq, covered_seq)
+            self._nudged_at = None
+            self._reconciles += 1
+            unseen = self._change_seq > self._reported_seq
+        if unseen:
+            self._nudge_wanted.set()  # changes made while this answer was built
         if self.on_reached is not None:
             self.on_reached()
 
@@ -142,7 +154,9 @@ class ControllerLink:
             logger.debug("controller unreachable for registration: %s", exc.message)
             return False
         except IrisError as exc:
-            logger.warning("controller refused registration (HTTP %d): %s", exc.status_code, exc.message[:500])
+            logger.warning(
+                "controller refused registration (HTTP %d): %s", exc.status_code, exc.message[:500]
+            )
             return False
         try:
             response = RegisterResponse.model_validate(answer)
@@ -184,7 +198,23 @@ class ControllerLink:
                     return
                 with self._lock:
                     unseen = self._change_seq > self._reported_seq
-                if unseen and not self._nudge(client):
+                    awaited = self._nudged_at
+                if not unseen:
+                    continue
+                left = NUDGE_REPEAT_S - (time.monotonic() - awaited) if awaited is not None else 0.0
+                if left > 0:
+                    # The reconcile the last nudge asked for will report these changes too: wait
+                    # for it (``reconciled`` sets the event) or for the repeat interval, then look again.
+                    self._nudge_wanted.wait(left)
+                    self._nudge_wanted.set()
+                    continue
+                with self._lock:
+                    reconciles = self._reconciles
+                if self._nudge(client):
+                    with self._lock:
+                        if self._reconciles == reconciles:  # (the reconcile may beat the nudge's answer)
+                            self._nudged_at = time.monotonic()
+                else:
                     self._stopping.wait(_BACKOFF_START_S)  # do not spin on a controller that is down
 
     def _nudge(self, client: HttpClient) -> bool:
@@ -197,5 +227,3 @@ class ControllerLink:
         except IrisError:
             return False
         return True
-
-
