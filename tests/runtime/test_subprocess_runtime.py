@@ -332,7 +332,8 @@ def test_retention_keeps_only_the_newest_finished_attempts(tmp_path: Path) -> No
         for spec in specs:
             rt.start(spec)
             wait_done(rt, spec.attempt_uid)
-        wait_until(lambda: len(list(rt.attempts_dir.iterdir())) == 3)
+        # Retention removes an attempt's log, then its work dir: wait for both.
+        wait_until(lambda: len(os.listdir(rt.attempts_dir)) == 3 and len(os.listdir(rt.tasks_dir)) == 3)
         kept = sorted(s.attempt_uid for s in specs[3:])
         assert sorted(p.name for p in rt.attempts_dir.iterdir()) == [f"{uid}.jsonl" for uid in kept]
         assert sorted(p.name for p in rt.tasks_dir.iterdir()) == kept
@@ -436,3 +437,13 @@ def test_an_older_versions_attempt_dirs_are_moved_to_this_layout(tmp_path: Path)
         assert os.listdir(rt.tasks_dir) == [spec.attempt_uid]
     finally:
         rt.shutdown()
+
+
+def test_an_attempts_stdin_is_dev_null(runtime: SubprocessRuntime) -> None:
+    specs = [make_spec("sh", "-c", "readlink /proc/self/fd/0; cat; echo read-to-end") for _ in range(2)]
+    for spec in specs:
+        runtime.start(spec)
+    for spec in specs:
+        assert wait_done(runtime, spec.attempt_uid).state is TaskState.SUCCEEDED
+        lines = [line.line for line in runtime.read_logs(spec.attempt_uid).lines if line.stream == "stdout"]
+        assert lines == ["/dev/null", "read-to-end"]

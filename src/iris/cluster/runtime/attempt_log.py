@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -33,9 +33,15 @@ LOG_FILES = 5
 
 LOG_SUFFIX = ".jsonl"
 
+# A path as the caller holds it: the per-attempt paths of the runtime and the log shipper are plain
+# ``str`` (a ``pathlib`` operation costs microseconds, several per attempt), others ``Path``.
+AnyPath = TypeVar("AnyPath", str, Path)
 
-def attempt_log_path(logs_dir: Path, attempt_uid: str) -> Path:
-    """Where an attempt's (current) log file is."""
+
+def attempt_log_path(logs_dir: AnyPath, attempt_uid: str) -> AnyPath:
+    """Where an attempt's (current) log file is (a ``str`` for a ``str`` directory)."""
+    if isinstance(logs_dir, str):
+        return f"{logs_dir}/{attempt_uid}{LOG_SUFFIX}"
     return logs_dir / (attempt_uid + LOG_SUFFIX)
 
 
@@ -46,7 +52,7 @@ def logged_attempt(file_name: str) -> str | None:
     return None
 
 
-def remove_log(path: Path, files: int = LOG_FILES) -> None:
+def remove_log(path: str | Path, files: int = LOG_FILES) -> None:
     """Delete a log and its rotated files."""
     for older in rotated_paths(path, files):
         try:
@@ -60,8 +66,10 @@ def encode_line(ts: float, stream: str, text: str) -> bytes:
     return b'{"ts":%.6f,"stream":"%s","line":%s}\n' % (ts, stream.encode(), json.dumps(text).encode())
 
 
-def rotated_paths(path: Path, files: int = LOG_FILES) -> list[Path]:
+def rotated_paths(path: AnyPath, files: int = LOG_FILES) -> list[AnyPath]:
     """A log's files, oldest first: ``log.jsonl.4`` ... ``log.jsonl.1``, then ``log.jsonl``."""
+    if isinstance(path, str):
+        return [f"{path}.{k}" for k in range(files - 1, 0, -1)] + [path]
     return [path.with_name(f"{path.name}.{k}") for k in range(files - 1, 0, -1)] + [path]
 
 
@@ -70,7 +78,7 @@ class AttemptLogWriter:
 
     def __init__(
         self,
-        path: Path,
+        path: str | Path,
         max_bytes: int = DEFAULT_MAX_LOG_BYTES,
         files: int = LOG_FILES,
         *,
@@ -118,7 +126,7 @@ class AttemptLogWriter:
         self._file.close()
         paths = rotated_paths(self.path, self.files)
         for older, newer in zip(paths, paths[1:], strict=False):
-            if newer.exists():
+            if os.path.exists(newer):
                 os.replace(newer, older)
         self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
         self._written = 0
@@ -185,7 +193,7 @@ class LineIndex:
                 self.checkpoints.append(byte_offset)
 
 
-def read_log_page(path: Path, offset: int, limit: int, index: LineIndex | None = None) -> LogPage:
+def read_log_page(path: str | Path, offset: int, limit: int, index: LineIndex | None = None) -> LogPage:
     """Lines [offset, offset+limit) of a log; a trailing half-written line is never returned."""
     index = index or LineIndex()
     line, position = index.seek_point(offset)

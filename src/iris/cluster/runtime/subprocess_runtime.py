@@ -69,6 +69,22 @@ STARTER_THREADS = 4
 _LINE_INDEXES_KEPT = 256
 
 
+_devnull_fd = -1
+_devnull_lock = threading.Lock()
+
+
+def _devnull() -> int:
+    """A descriptor of /dev/null kept open for the life of the process, every attempt's stdin:
+    ``subprocess.DEVNULL`` opens and closes /dev/null at every start. Close-on-exec; ``Popen``
+    duplicates it onto the child's fd 0 and never closes a descriptor it was handed."""
+    global _devnull_fd
+    if _devnull_fd < 0:
+        with _devnull_lock:
+            if _devnull_fd < 0:
+                _devnull_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    return _devnull_fd
+
+
 class PreparationError(Exception):
     """The BUILDING phase failed; the message is one sentence for the task log and the attempt's error."""
 
@@ -110,13 +126,14 @@ class DeviceBroker(Protocol):
 class _Attempt:
     """Mutable record of one attempt; fields are guarded by the runtime's lock."""
 
-    def __init__(self, uid: str, spec: RunSpec | None, log_path: Path | None) -> None:
+    def __init__(self, uid: str, spec: RunSpec | None, log_path: str | None) -> None:
         self.uid = uid
         self.spec = spec
+        # Paths are plain strings: pathlib costs microseconds per operation, several per attempt.
         self.log_path = log_path
         # Set when its work dir is made; the payload is where a callable entrypoint is written.
-        self.work_dir: Path | None = None
-        self.payload: Path | None = None
+        self.work_dir: str | None = None
+        self.payload: str | None = None
         self.lease: UidLease | None = None
         # Set once its process is being created: from then on a kill signals it instead of ending it.
         self.launching = False
@@ -208,6 +225,9 @@ class SubprocessRuntime:
         for directory in private:
             directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, 0o700)
+        self._attempts_path = str(self.attempts_dir)
+        self._tasks_path = str(self.tasks_dir)
+        self._fenced_path = str(self.state_dir / "fenced")
         self.worker_id = worker_id
         self.controller_url = controller_url
         self._on_change = on_change
@@ -291,7 +311,7 @@ class SubprocessRuntime:
         with self._lock:
             if uid in self._attempts:
                 return None
-            attempt = _Attempt(uid, spec, attempt_log_path(self.attempts_dir, uid))
+            attempt = _Attempt(uid, spec, attempt_log_path(self._attempts_path, uid))
             self._attempts[uid] = attempt
             self._unreleased[uid] = attempt
             return attempt
@@ -323,7 +343,7 @@ class SubprocessRuntime:
             self._fail_start(attempt, exc)
         self._notify(attempt.uid)
 
-    def _prepare_and_launch(self, attempt: _Attempt, work_dir: Path) -> None:
+    def _prepare_and_launch(self, attempt: _Attempt, work_dir: str) -> None:
         """BUILDING: let the preparer fill the work dir, then start (or end, if stopped meanwhile)."""
         assert self._preparer is not None and attempt.spec is not None
 
@@ -332,7 +352,7 @@ class SubprocessRuntime:
 
         try:
             assert attempt.log is not None
-            preparation = self._preparer.prepare(attempt.spec, work_dir, attempt.log.system, cancelled)
+            preparation = self._preparer.prepare(attempt.spec, Path(work_dir), attempt.log.system, cancelled)
             with self._lock:
                 if attempt.terminal:
                     return  # killed while BUILDING: it has already ended
@@ -464,8 +484,8 @@ class SubprocessRuntime:
         with self._lock:
             attempt = self._attempts.get(attempt_uid)
             finished = attempt is None or attempt.terminal
-        path = attempt_log_path(self.attempts_dir, attempt_uid)
-        if attempt is None and not path.exists():
+        path = attempt_log_path(self._attempts_path, attempt_uid)
+        if attempt is None and not os.path.exists(path):
             raise NotFound(f"no attempt {attempt_uid!r} on worker {self.worker_id}")
         with self._lock:
             index = self._line_indexes.pop(attempt_uid, None) or LineIndex()
@@ -516,23 +536,23 @@ class SubprocessRuntime:
 
     # ------------------------------------------------------------------ starting
 
-    def _make_attempt_dir(self, attempt: _Attempt) -> Path:
+    def _make_attempt_dir(self, attempt: _Attempt) -> str:
         """A fresh, empty work dir and a new log; returns the work dir."""
         uid = attempt.uid
         assert attempt.log_path is not None
         if self._isolation is None:
-            work_dir = self.tasks_dir / uid
-            payload = self.attempts_dir / f"{uid}.callable.pkl"
+            work_dir = f"{self._tasks_path}/{uid}"
+            payload = f"{self._attempts_path}/{uid}.callable.pkl"
             try:
                 os.mkdir(work_dir, 0o700)
             except FileExistsError:  # a re-dispatch of the same attempt after a worker restart
                 shutil.rmtree(work_dir, ignore_errors=True)
                 os.mkdir(work_dir, 0o700)
         else:
-            task_dir = self.tasks_dir / uid
+            task_dir = f"{self._tasks_path}/{uid}"
             shutil.rmtree(task_dir, ignore_errors=True)
             os.mkdir(task_dir, 0o711)
-            work_dir, payload = task_dir / "work", task_dir / "callable.pkl"
+            work_dir, payload = f"{task_dir}/work", f"{task_dir}/callable.pkl"
             os.mkdir(work_dir, 0o700)
         attempt.work_dir, attempt.payload = work_dir, payload
         try:
@@ -562,7 +582,7 @@ class SubprocessRuntime:
             controller_url=self.controller_url,
             worker_id=self.worker_id,
             ports=ports,
-            work_dir=str(work_dir),
+            work_dir=work_dir,
         )
         if preparation is not None:
             env.update(preparation.env)
@@ -577,7 +597,7 @@ class SubprocessRuntime:
             self._isolation.hand_over(work_dir, lease.uid)
             if spec.entrypoint.kind != "command":
                 os.chown(attempt.payload, lease.uid, lease.uid)
-            env["HOME"] = str(work_dir)
+            env["HOME"] = work_dir
             argv = self._isolation.wrap(argv, lease.uid)
         attempt.env = env
         out_r, out_w = os.pipe()
@@ -585,7 +605,7 @@ class SubprocessRuntime:
         popen_args: dict[str, Any] = {
             "cwd": work_dir,
             "env": env,
-            "stdin": subprocess.DEVNULL,
+            "stdin": _devnull(),
             "stdout": out_w,
             "stderr": err_w,
             "start_new_session": True,
@@ -632,12 +652,13 @@ class SubprocessRuntime:
             self._signal_tree(attempt, signal.SIGKILL)
 
     @staticmethod
-    def _argv(spec: RunSpec, payload: Path, python: str | None = None) -> list[str]:
+    def _argv(spec: RunSpec, payload: str, python: str | None = None) -> list[str]:
         if spec.entrypoint.kind == "command":
             return list(spec.entrypoint.argv)
-        payload.write_bytes(base64.b64decode(spec.entrypoint.callable_b64 or ""))
+        with open(payload, "wb") as f:
+            f.write(base64.b64decode(spec.entrypoint.callable_b64 or ""))
         os.chmod(payload, 0o600)
-        return [python or sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, str(payload)]
+        return [python or sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, payload]
 
     def _end_unstarted(self, attempt: _Attempt) -> None:
         """Stopped while BUILDING: it ends (KILLED, or FAILED on a timeout) without a process."""
@@ -732,9 +753,12 @@ class SubprocessRuntime:
             if attempt.returncode is None or attempt.open_fds or attempt.terminal:
                 return
         if attempt.kill_reason is None and attempt.returncode != 0:
-            fenced = self.state_dir / "fenced" / attempt.uid
-            if fenced.exists():  # killed by the worker's watchdog while the worker was stopped
-                fenced.unlink(missing_ok=True)
+            fenced = f"{self._fenced_path}/{attempt.uid}"
+            if os.path.exists(fenced):  # killed by the worker's watchdog while the worker was stopped
+                try:
+                    os.unlink(fenced)
+                except FileNotFoundError:
+                    pass
                 attempt.kill_reason = KillReason.FENCED
                 attempt.kill_message = _kill_text(KillReason.FENCED)
         outcome = final_outcome(attempt.returncode, attempt.kill_reason, attempt.kill_message)
@@ -844,8 +868,10 @@ class SubprocessRuntime:
             live = [a for a in self._unreleased.values() if a.state is TaskState.RUNNING]
             unreleased = [a for a in self._unreleased.values() if a.terminal]
         running = [a for a in live if a.returncode is None and a.popen is not None]
+        # One scan of /proc serves every memory check and escalation of this tick (the release
+        # checks below do not read it).
         table: ProcTable | None = None
-        if any(a.memory_limit > 0 for a in running) or unreleased:
+        if any(a.memory_limit > 0 for a in running):
             table = scan_process_table()
         rss: dict[str, int] = {}
         views = []
@@ -945,13 +971,13 @@ class SubprocessRuntime:
                 doomed.append(uid)
         for uid in doomed:
             if SAFE_UID.match(uid):
-                remove_log(attempt_log_path(self.attempts_dir, uid))
+                remove_log(attempt_log_path(self._attempts_path, uid))
                 if self._isolation is None:
                     try:
-                        os.unlink(self.attempts_dir / f"{uid}.callable.pkl")
+                        os.unlink(f"{self._attempts_path}/{uid}.callable.pkl")
                     except FileNotFoundError:
                         pass
-                shutil.rmtree(self.tasks_dir / uid, ignore_errors=True)
+                shutil.rmtree(f"{self._tasks_path}/{uid}", ignore_errors=True)
 
     def _adopt_previous_logs(self) -> None:
         """Attempts of a previous run stay readable (as finished logs) until retention drops them."""
