@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import TEST_WORKER_ID
 from tests.runtime.helpers import make_spec, new_runtime, recorded_pgids, wait_done
 
-from iris.cluster.runtime import KillReason, SubprocessRuntime
+from iris.cluster.runtime import KillReason, SubprocessRuntime, subprocess_runtime
 from iris.cluster.runtime.attempt_log import encode_line
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import NotFound
@@ -447,3 +447,58 @@ def test_an_attempts_stdin_is_dev_null(runtime: SubprocessRuntime) -> None:
         assert wait_done(runtime, spec.attempt_uid).state is TaskState.SUCCEEDED
         lines = [line.line for line in runtime.read_logs(spec.attempt_uid).lines if line.stream == "stdout"]
         assert lines == ["/dev/null", "read-to-end"]
+
+
+def test_changes_since_a_mark_name_the_attempts_admitted_or_ended_after_it(tmp_path: Path) -> None:
+    rt = new_runtime(tmp_path)
+    try:
+        done, running = make_spec("true"), make_spec("sleep", "60")
+        rt.start(done)
+        wait_done(rt, done.attempt_uid)
+        mark, everything = rt.attempts_changed_since(0)
+        assert everything == {done.attempt_uid: True}
+        assert rt.attempts_changed_since(mark) == (mark, {})
+        rt.start(running)
+        mark2, changed = rt.attempts_changed_since(mark)
+        assert changed == {running.attempt_uid: False} and mark2 > mark
+        rt.record_failure("refused", "no such thing")
+        rt.kill(running.attempt_uid, KillReason.STOP)
+        wait_done(rt, running.attempt_uid)
+        _, changed = rt.attempts_changed_since(mark2)
+        assert changed == {running.attempt_uid: True, "refused": True}
+        # Mark 0 still answers every attempt known, as terminal_by_uid does.
+        assert rt.attempts_changed_since(0)[1] == rt.terminal_by_uid()
+    finally:
+        rt.shutdown()
+
+
+def test_a_mark_older_than_what_is_remembered_gets_every_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(subprocess_runtime, "_CHANGES_KEPT", 2)
+    rt = new_runtime(tmp_path)
+    try:
+        mark, _ = rt.attempts_changed_since(0)
+        for k in range(4):
+            rt.record_failure(f"refused{k}", "no")
+        # Two of the four changes after ``mark`` are forgotten: the answer is everything known.
+        assert rt.attempts_changed_since(mark)[1] == {f"refused{k}": True for k in range(4)}
+        mark, _ = rt.attempts_changed_since(0)
+        rt.record_failure("refused4", "no")
+        assert rt.attempts_changed_since(mark)[1] == {"refused4": True}
+    finally:
+        rt.shutdown()
+
+
+def test_terminal_of_answers_the_asked_attempts_and_every_live_one(runtime: SubprocessRuntime) -> None:
+    ended, asked_live, unasked_live = make_spec("true"), make_spec("sleep", "60"), make_spec("sleep", "60")
+    runtime.start(ended)
+    wait_done(runtime, ended.attempt_uid)
+    runtime.record_failure("unasked-ended", "no")
+    runtime.start(asked_live)
+    runtime.start(unasked_live)
+    known = runtime.terminal_of([ended.attempt_uid, asked_live.attempt_uid, "never-seen"])
+    assert known == {ended.attempt_uid: True, asked_live.attempt_uid: False, unasked_live.attempt_uid: False}
+    assert runtime.state_of(ended.attempt_uid) == (TaskState.SUCCEEDED, True)
+    assert runtime.state_of("unasked-ended") == (TaskState.FAILED, False)
+    assert runtime.state_of("never-seen") is None

@@ -80,7 +80,7 @@ def wait_until(check: Callable[[], bool], timeout: float = 20.0) -> None:
 
 def shipper(server: StoreServer, attempts_dir: Path, ended: dict[str, bool]) -> LogShipper:
     return LogShipper(
-        server.url, "w1", attempts_dir, lambda: dict(ended), interval_s=0.02, max_push_bytes=4096
+        server.url, "w1", attempts_dir, lambda _mark: (0, dict(ended)), interval_s=0.02, max_push_bytes=4096
     )
 
 
@@ -163,3 +163,31 @@ def test_a_restarted_shipper_resumes_a_rotated_log_where_the_store_stopped(
     finally:
         second.stop()
     assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(400)]
+
+
+def test_the_shipper_learns_of_attempts_from_the_changes_since_its_last_mark(
+    server: StoreServer, tmp_path: Path
+) -> None:
+    """Each attempt is named once when admitted and once when ended: nothing is lost in between."""
+    attempts, log = attempt_log(tmp_path, max_bytes=60_000)
+    write(log, 0, 10)
+    feed = [(1, {UID: False})]  # what the runtime answers next, in order; then nothing new
+    marks: list[int] = []
+
+    def changes(mark: int) -> tuple[int, dict[str, bool]]:
+        marks.append(mark)
+        return feed.pop(0) if feed else (mark, {})
+
+    s = LogShipper(server.url, "w1", attempts, changes, interval_s=0.02, max_push_bytes=4096)
+    s.start()
+    try:
+        wait_until(lambda: len(server.lines()) == 10)
+        assert s.backlog() == 1  # running: shipped so far, not final
+        write(log, 10, 5)
+        log.close()
+        feed.append((2, {UID: True}))
+        wait_until(lambda: s.backlog() == 0 and 2 in marks)
+    finally:
+        s.stop()
+    assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(15)]
+    assert marks[0] == 0 and set(marks) == {0, 1, 2} and marks == sorted(marks)

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
@@ -67,6 +67,8 @@ CALLABLE_RUNNER_MODULE = "iris.cluster.worker.callable_runner"
 _READ_CHUNK = 65536
 STARTER_THREADS = 4
 _LINE_INDEXES_KEPT = 256
+# Admissions and ends remembered for ``attempts_changed_since``; a reader further behind gets them all.
+_CHANGES_KEPT = 8192
 
 
 _devnull_fd = -1
@@ -262,6 +264,12 @@ class SubprocessRuntime:
         self._pinned: frozenset[str] = frozenset()
         self._closing = False
         self._line_indexes: dict[str, LineIndex] = {}
+        # Every admission and every end is numbered: uid -> the number of its latest one, oldest
+        # first (a reader asks for what changed after the number it last saw, without walking
+        # the thousands of attempts retention keeps).
+        self._change_seq = 0
+        self._changed_at: dict[str, int] = {}
+        self._changes_forgotten = 0
 
         self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
         self._pids = PidJournal(self.pids_dir)  # a new journal: the previous run's trees are dead
@@ -314,6 +322,7 @@ class SubprocessRuntime:
             attempt = _Attempt(uid, spec, attempt_log_path(self._attempts_path, uid))
             self._attempts[uid] = attempt
             self._unreleased[uid] = attempt
+            self._changed_locked(uid)
             return attempt
 
     def _start_admitted(self, attempt: _Attempt) -> None:
@@ -389,6 +398,7 @@ class SubprocessRuntime:
             )
             self._attempts[attempt_uid] = attempt
             self._retained.append(attempt_uid)
+            self._changed_locked(attempt_uid)
         self._notify(attempt_uid)
         return attempt.snapshot()
 
@@ -440,6 +450,47 @@ class SubprocessRuntime:
         """Every attempt this runtime knows, mapped to whether it has ended (cheap: no snapshots)."""
         with self._lock:
             return {uid: a.state in TERMINAL_TASK_STATES for uid, a in self._attempts.items()}
+
+    def terminal_of(self, asked: Iterable[str]) -> dict[str, bool]:
+        """``terminal_by_uid`` cut down to what a reconcile looks at: each asked attempt this
+        runtime knows, and every attempt that has not ended (not the thousands of ended ones
+        retention keeps)."""
+        with self._lock:
+            known = {
+                uid: attempt.state in TERMINAL_TASK_STATES
+                for uid in asked
+                if (attempt := self._attempts.get(uid)) is not None
+            }
+            for uid, attempt in self._unreleased.items():
+                if attempt.state not in TERMINAL_TASK_STATES:
+                    known[uid] = False
+            return known
+
+    def attempts_changed_since(self, mark: int) -> tuple[int, dict[str, bool]]:
+        """(a new mark, each attempt admitted or ended after ``mark`` -> whether it has ended).
+
+        Mark 0, or a mark so old that some of what followed is forgotten, gets every attempt this
+        runtime knows (as ``terminal_by_uid``). Pass the returned mark next time.
+        """
+        with self._lock:
+            if mark <= 0 or mark < self._changes_forgotten:
+                return self._change_seq, {
+                    uid: a.state in TERMINAL_TASK_STATES for uid, a in self._attempts.items()
+                }
+            changed: dict[str, bool] = {}
+            for uid, seq in reversed(self._changed_at.items()):
+                if seq <= mark:
+                    break
+                attempt = self._attempts.get(uid)
+                if attempt is not None:
+                    changed[uid] = attempt.state in TERMINAL_TASK_STATES
+            return self._change_seq, changed
+
+    def state_of(self, attempt_uid: str) -> tuple[TaskState, bool] | None:
+        """(state, whether its process ever started) of an attempt; cheaper than a snapshot."""
+        with self._lock:
+            attempt = self._attempts.get(attempt_uid)
+            return (attempt.state, attempt.started_at is not None) if attempt is not None else None
 
     def live_task_ids(self) -> dict[str, str]:
         """Attempt uid -> task id, for every attempt that has not ended."""
@@ -673,6 +724,7 @@ class SubprocessRuntime:
         self._release_identity(attempt)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, None, outcome.error
+            self._changed_locked(attempt.uid)
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
@@ -697,6 +749,7 @@ class SubprocessRuntime:
             attempt.log.close()
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = TaskState.FAILED, code, error
+            self._changed_locked(attempt.uid)
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
@@ -773,6 +826,7 @@ class SubprocessRuntime:
             self._pids.ended(attempt.uid)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, outcome.exit_code, outcome.error
+            self._changed_locked(attempt.uid)
             attempt.finished_at = time.time()
             attempt.deadline = attempt.escalate_at = None
             attempt.spec = None  # a finished attempt is kept for a while: drop its (maybe large) payload
@@ -788,6 +842,16 @@ class SubprocessRuntime:
             (info := read_proc(pid)) is None or info.start_ticks != ticks or info.dead
             for pid, ticks in attempt.outsiders.copy().items()
         )
+
+    def _changed_locked(self, uid: str) -> None:
+        """Number an admission or an end (for ``attempts_changed_since``)."""
+        self._change_seq += 1
+        changed_at = self._changed_at
+        changed_at.pop(uid, None)
+        changed_at[uid] = self._change_seq
+        if len(changed_at) > _CHANGES_KEPT:
+            oldest = next(iter(changed_at))
+            self._changes_forgotten = changed_at.pop(oldest)
 
     def _release_locked(self, attempt: _Attempt) -> None:
         """Mark released (the caller has removed the pid record, outside the lock)."""

@@ -8,6 +8,10 @@ slow or absent controller only makes the next push larger (up to the bound) or l
 Lines are numbered per attempt; the controller answers how many it holds, and a shipper that
 lost its place (either side restarted) rewinds or skips to that line. An attempt is done once it
 has ended and the controller has acknowledged its last line as final.
+
+Each cycle costs per attempt being shipped, not per attempt the worker remembers: the runtime
+tells what was admitted or ended since the previous cycle, paths are plain strings, and a log
+with nothing new costs one ``stat``.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ class LogShipper:
         controller_url: str,
         worker_id: str,
         attempts_dir: str | Path,
-        attempts: Callable[[], Mapping[str, bool]],
+        attempts: Callable[[int], tuple[int, Mapping[str, bool]]],
         *,
         usage: Callable[[str], AttemptUsage | None] | None = None,
         token: str | None = None,
@@ -74,8 +78,12 @@ class LogShipper:
         self._controller_url = controller_url.rstrip("/")
         self._token = token
         self._worker_id = worker_id
+        """``attempts(mark)`` answers (a new mark, attempt uid -> whether it has ended) for every
+        attempt admitted or ended after ``mark``, every attempt known for mark 0
+        (``SubprocessRuntime.attempts_changed_since``); the next call passes the new mark."""
         self._dir = os.fspath(attempts_dir)
         self._attempts = attempts
+        self._mark = 0
         self._usage = usage
         self._interval_s = interval_s
         self._max_push_bytes = max_push_bytes
@@ -207,7 +215,8 @@ class LogShipper:
         return more
 
     def _discover(self) -> None:
-        for uid, ended in self._attempts().items():
+        self._mark, changed = self._attempts(self._mark)
+        for uid, ended in changed.items():
             cursor = self._cursors.get(uid)
             if cursor is None:
                 if uid in self._done:
