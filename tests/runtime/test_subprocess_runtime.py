@@ -382,6 +382,32 @@ def test_a_batch_start_reads_as_building_until_running(runtime: SubprocessRuntim
     assert all(runtime.snapshot(s.attempt_uid).started_at is not None for s in specs)
 
 
+def test_a_batch_start_returns_once_every_attempt_is_running(runtime: SubprocessRuntime) -> None:
+    specs = [make_spec("sleep", "30") for _ in range(12)]
+    runtime.start_many(specs, wait_s=30)
+    assert {runtime.snapshot(s.attempt_uid).state for s in specs} == {TaskState.RUNNING}
+
+
+def test_one_start_that_raises_does_not_strand_the_rest_of_its_batch(
+    runtime: SubprocessRuntime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    specs = [make_spec("sleep", "30") for _ in range(6)]
+    start = runtime._start_admitted
+
+    def flaky_start(attempt) -> None:
+        if attempt.uid == specs[0].attempt_uid:
+            raise RuntimeError("cannot start a thread")
+        start(attempt)
+
+    monkeypatch.setattr(runtime, "_start_admitted", flaky_start)
+    began = time.monotonic()
+    runtime.start_many(specs, wait_s=60)
+    # The batch counts the failed start as done: the wait ends with the last start, not at wait_s.
+    assert time.monotonic() - began < 30
+    assert [runtime.snapshot(s.attempt_uid).state for s in specs[1:]] == [TaskState.RUNNING] * 5
+    assert f"starting attempt {specs[0].attempt_uid} failed" in caplog.text
+
+
 def test_an_attempt_makes_one_directory_and_one_file(runtime: SubprocessRuntime) -> None:
     spec = make_spec("sh", "-c", "pwd")
     runtime.start(spec)

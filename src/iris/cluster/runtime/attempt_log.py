@@ -73,8 +73,15 @@ def rotated_paths(path: AnyPath, files: int = LOG_FILES) -> list[AnyPath]:
     return [path.with_name(f"{path.name}.{k}") for k in range(files - 1, 0, -1)] + [path]
 
 
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+
+
 class AttemptLogWriter:
-    """Turns raw pipe chunks into timestamped lines. Thread-safe: output and system events interleave."""
+    """Turns raw pipe chunks into timestamped lines. Thread-safe: output and system events interleave.
+
+    Writes go straight to an ``O_APPEND`` descriptor, one ``write`` per batch of lines (a buffered
+    file object added a Python layer and a flush to every write, and there is nothing to buffer).
+    """
 
     def __init__(
         self,
@@ -89,8 +96,8 @@ class AttemptLogWriter:
         self.max_bytes = max_bytes
         self.files = max(1, files)
         self.file_bytes = max(1, max_bytes // self.files)
-        self._file = open(path, "xb" if exclusive else "ab")  # noqa: SIM115 - closed by close()
-        self._written = self._file.tell()
+        self._fd = os.open(path, _APPEND | (os.O_EXCL if exclusive else 0), 0o666)
+        self._written = 0 if exclusive else os.lseek(self._fd, 0, os.SEEK_END)
         self.rotations = 0
         self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
         self._lock = threading.Lock()
@@ -123,19 +130,21 @@ class AttemptLogWriter:
 
     def _rotate(self) -> None:
         """``log.jsonl`` becomes ``log.jsonl.1`` (and so on down; the oldest file is dropped)."""
-        self._file.close()
+        fd, self._fd = self._fd, -1
+        os.close(fd)
         paths = rotated_paths(self.path, self.files)
         for older, newer in zip(paths, paths[1:], strict=False):
             if os.path.exists(newer):
                 os.replace(newer, older)
-        self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
+        self._fd = os.open(self.path, _APPEND, 0o666)
         self._written = 0
         self.rotations += 1
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            if self._fd >= 0:
+                fd, self._fd = self._fd, -1
+                os.close(fd)
 
     @staticmethod
     def _encode_line(ts: float, stream: str, raw: bytes) -> bytes:
@@ -144,13 +153,14 @@ class AttemptLogWriter:
         return encode_line(ts, stream, raw.decode("utf-8", errors="replace"))
 
     def _write(self, data: bytes) -> None:
-        if self._file.closed:
+        if self._fd < 0:
             return
         try:
             if self._written and self._written + len(data) > self.file_bytes:
                 self._rotate()
-            self._file.write(data)
-            self._file.flush()
+            done = os.write(self._fd, data)
+            while done < len(data):  # only when interrupted, or the disk filled up meanwhile
+                done += os.write(self._fd, memoryview(data)[done:])
             self._written += len(data)
         except OSError as exc:  # e.g. disk full: the attempt goes on, the worker's health reports the disk
             if not self._write_failed:

@@ -21,7 +21,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -179,6 +178,32 @@ class _Attempt:
         return self.state in TERMINAL_TASK_STATES
 
 
+class _StartBatch:
+    """Attempts of one ``start_many``, started in order by whichever runner takes the next one."""
+
+    def __init__(self, attempts: list[_Attempt], start: Callable[[_Attempt], None]) -> None:
+        self._waiting = deque(attempts)
+        self._start = start
+        self._lock = threading.Lock()
+        self._left = len(attempts)
+        self.done = threading.Event()  # set once every attempt is running or has failed to start
+
+    def run(self) -> None:
+        while True:
+            try:
+                attempt = self._waiting.popleft()
+            except IndexError:
+                return
+            try:
+                self._start(attempt)
+            except Exception:  # noqa: BLE001 - one attempt's failure must not strand the rest of the batch
+                logger.exception("starting attempt %s failed", attempt.uid)
+            with self._lock:
+                self._left -= 1
+                if self._left == 0:
+                    self.done.set()
+
+
 class SubprocessRuntime:
     """Starts, watches and kills attempts: each runs in ``<state_dir>/work/<uid>/`` (under
     isolation ``<task root>/<uid>/work/``) and logs to ``<state_dir>/attempts/<uid>.jsonl``.
@@ -305,7 +330,12 @@ class SubprocessRuntime:
         if len(admitted) == 1:
             self._start_admitted(admitted[0])
         elif admitted:
-            wait_futures([self._starters.submit(self._start_admitted, a) for a in admitted], timeout=wait_s)
+            # A few runners share the batch (not a future per attempt: a submit, a Future and a
+            # wait on each cost more than many a short task's whole start).
+            batch = _StartBatch(admitted, self._start_admitted)
+            for _ in range(min(STARTER_THREADS, len(admitted))):
+                self._starters.submit(batch.run)
+            batch.done.wait(wait_s)
 
     def _admit(self, spec: RunSpec) -> _Attempt | None:
         """Record a new attempt as BUILDING; None if it is already known (or refused at once)."""
