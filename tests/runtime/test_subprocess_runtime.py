@@ -475,7 +475,7 @@ def test_an_attempts_stdin_is_dev_null(runtime: SubprocessRuntime) -> None:
         assert lines == ["/dev/null", "read-to-end"]
 
 
-def test_changes_since_a_mark_name_the_attempts_admitted_or_ended_after_it(tmp_path: Path) -> None:
+def test_changes_since_a_mark_name_the_attempts_whose_log_was_made_or_that_ended(tmp_path: Path) -> None:
     rt = new_runtime(tmp_path)
     try:
         done, running = make_spec("true"), make_spec("sleep", "60")
@@ -484,7 +484,9 @@ def test_changes_since_a_mark_name_the_attempts_admitted_or_ended_after_it(tmp_p
         mark, everything = rt.attempts_changed_since(0)
         assert everything == {done.attempt_uid: True}
         assert rt.attempts_changed_since(mark) == (mark, {})
-        rt.start(running)
+        waiting = rt._admit(running)  # admitted, waiting for a starter thread: no log yet
+        assert waiting is not None and rt.attempts_changed_since(mark) == (mark, {})
+        rt._start_admitted(waiting)
         mark2, changed = rt.attempts_changed_since(mark)
         assert changed == {running.attempt_uid: False} and mark2 > mark
         rt.record_failure("refused", "no such thing")

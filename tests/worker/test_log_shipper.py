@@ -168,7 +168,7 @@ def test_a_restarted_shipper_resumes_a_rotated_log_where_the_store_stopped(
 def test_the_shipper_learns_of_attempts_from_the_changes_since_its_last_mark(
     server: StoreServer, tmp_path: Path
 ) -> None:
-    """Each attempt is named once when admitted and once when ended: nothing is lost in between."""
+    """Each attempt is named once when its log is made and once when it ends: nothing is lost between."""
     attempts, log = attempt_log(tmp_path, max_bytes=60_000)
     write(log, 0, 10)
     feed = [(1, {UID: False})]  # what the runtime answers next, in order; then nothing new

@@ -66,7 +66,7 @@ CALLABLE_RUNNER_MODULE = "iris.cluster.worker.callable_runner"
 _READ_CHUNK = 65536
 STARTER_THREADS = 4
 _LINE_INDEXES_KEPT = 256
-# Admissions and ends remembered for ``attempts_changed_since``; a reader further behind gets them all.
+# New logs and ends remembered for ``attempts_changed_since``; a reader further behind gets them all.
 _CHANGES_KEPT = 8192
 
 
@@ -289,9 +289,9 @@ class SubprocessRuntime:
         self._pinned: frozenset[str] = frozenset()
         self._closing = False
         self._line_indexes: dict[str, LineIndex] = {}
-        # Every admission and every end is numbered: uid -> the number of its latest one, oldest
-        # first (a reader asks for what changed after the number it last saw, without walking
-        # the thousands of attempts retention keeps).
+        # Every new attempt log and every end is numbered: uid -> the number of its latest one,
+        # oldest first (a reader asks for what changed after the number it last saw, without
+        # walking the thousands of attempts retention keeps).
         self._change_seq = 0
         self._changed_at: dict[str, int] = {}
         self._changes_forgotten = 0
@@ -352,7 +352,6 @@ class SubprocessRuntime:
             attempt = _Attempt(uid, spec, attempt_log_path(self._attempts_path, uid))
             self._attempts[uid] = attempt
             self._unreleased[uid] = attempt
-            self._changed_locked(uid)
             return attempt
 
     def _start_admitted(self, attempt: _Attempt) -> None:
@@ -497,7 +496,9 @@ class SubprocessRuntime:
             return known
 
     def attempts_changed_since(self, mark: int) -> tuple[int, dict[str, bool]]:
-        """(a new mark, each attempt admitted or ended after ``mark`` -> whether it has ended).
+        """(a new mark, each attempt whose log was made or that ended after ``mark`` -> whether it
+        has ended): what the log shipper needs to know, and no sooner (an attempt waiting for a
+        starter thread has no log yet to look at).
 
         Mark 0, or a mark so old that some of what followed is forgotten, gets every attempt this
         runtime knows (as ``terminal_by_uid``). Pass the returned mark next time.
@@ -643,6 +644,8 @@ class SubprocessRuntime:
             with self._lock:
                 self._line_indexes.pop(uid, None)
             attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True)
+        with self._lock:
+            self._changed_locked(uid)
         return work_dir
 
     def _launch(self, attempt: _Attempt, preparation: Preparation | None = None) -> None:
@@ -874,7 +877,7 @@ class SubprocessRuntime:
         )
 
     def _changed_locked(self, uid: str) -> None:
-        """Number an admission or an end (for ``attempts_changed_since``)."""
+        """Number a new attempt log or an end (for ``attempts_changed_since``)."""
         self._change_seq += 1
         changed_at = self._changed_at
         changed_at.pop(uid, None)

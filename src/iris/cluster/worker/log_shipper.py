@@ -10,8 +10,8 @@ lost its place (either side restarted) rewinds or skips to that line. An attempt
 has ended and the controller has acknowledged its last line as final.
 
 Each cycle costs per attempt being shipped, not per attempt the worker remembers: the runtime
-tells what was admitted or ended since the previous cycle, paths are plain strings, and a log
-with nothing new costs one ``stat``.
+tells which attempts got a log or ended since the previous cycle, paths are plain strings, and a
+log with nothing new costs one ``stat``.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class LogShipper:
         self._token = token
         self._worker_id = worker_id
         """``attempts(mark)`` answers (a new mark, attempt uid -> whether it has ended) for every
-        attempt admitted or ended after ``mark``, every attempt known for mark 0
+        attempt whose log was made or that ended after ``mark``, every attempt known for mark 0
         (``SubprocessRuntime.attempts_changed_since``); the next call passes the new mark."""
         self._dir = os.fspath(attempts_dir)
         self._attempts = attempts
