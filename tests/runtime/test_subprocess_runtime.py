@@ -530,3 +530,13 @@ def test_terminal_of_answers_the_asked_attempts_and_every_live_one(runtime: Subp
     assert runtime.state_of(ended.attempt_uid) == (TaskState.SUCCEEDED, True)
     assert runtime.state_of("unasked-ended") == (TaskState.FAILED, False)
     assert runtime.state_of("never-seen") is None
+
+
+def test_a_finished_attempts_small_log_is_handed_over_once(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sh", "-c", "echo out; echo err >&2")
+    runtime.start(spec)
+    wait_done(runtime, spec.attempt_uid)
+    whole = runtime.take_finished_log(spec.attempt_uid)
+    assert whole == (runtime.attempts_dir / f"{spec.attempt_uid}.jsonl").read_bytes()
+    assert b'"line":"out"' in whole and whole.endswith(b"\n")
+    assert runtime.take_finished_log(spec.attempt_uid) is None

@@ -29,6 +29,9 @@ MAX_LINE_BYTES = 64 * 1024
 # to the controller's log store long before they are dropped.
 DEFAULT_MAX_LOG_BYTES = 50 * 1024 * 1024
 LOG_FILES = 5
+# A new log that stays this small is also kept in memory until it is closed (``take_whole``): the
+# log shipper then sends a short attempt's log without reading the file back.
+SMALL_LOG_BYTES = 4096
 
 
 LOG_SUFFIX = ".jsonl"
@@ -81,6 +84,8 @@ class AttemptLogWriter:
 
     Writes go straight to an ``O_APPEND`` descriptor, one ``write`` per batch of lines (a buffered
     file object added a Python layer and a flush to every write, and there is nothing to buffer).
+    A new (``exclusive``) log also keeps a copy of what it wrote while that is at most
+    ``SMALL_LOG_BYTES`` and every write succeeded: the file's whole content, for ``take_whole``.
     """
 
     def __init__(
@@ -102,6 +107,7 @@ class AttemptLogWriter:
         self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
         self._lock = threading.Lock()
         self._write_failed = False
+        self._copy: bytearray | None = bytearray() if exclusive else None
 
     def feed(self, stream: Stream, data: bytes) -> None:
         ts = time.time()
@@ -139,12 +145,21 @@ class AttemptLogWriter:
         self._fd = os.open(self.path, _APPEND, 0o666)
         self._written = 0
         self.rotations += 1
+        self._copy = None
 
     def close(self) -> None:
         with self._lock:
             if self._fd >= 0:
                 fd, self._fd = self._fd, -1
                 os.close(fd)
+
+    def take_whole(self) -> bytes | None:
+        """The closed log's whole file content, if it stayed small (see the class); then forgets it."""
+        with self._lock:
+            if self._fd >= 0 or self._copy is None:
+                return None
+            whole, self._copy = bytes(self._copy), None
+            return whole
 
     @staticmethod
     def _encode_line(ts: float, stream: str, raw: bytes) -> bytes:
@@ -162,7 +177,13 @@ class AttemptLogWriter:
             while done < len(data):  # only when interrupted, or the disk filled up meanwhile
                 done += os.write(self._fd, memoryview(data)[done:])
             self._written += len(data)
+            if self._copy is not None:
+                if len(self._copy) + len(data) <= SMALL_LOG_BYTES:
+                    self._copy += data
+                else:
+                    self._copy = None
         except OSError as exc:  # e.g. disk full: the attempt goes on, the worker's health reports the disk
+            self._copy = None  # part of it may be in the file: the copy is no longer the file
             if not self._write_failed:
                 logger.warning("cannot write the log %s: %s", self.path, exc)
             self._write_failed = True

@@ -68,6 +68,8 @@ STARTER_THREADS = 4
 _LINE_INDEXES_KEPT = 256
 # New logs and ends remembered for ``attempts_changed_since``; a reader further behind gets them all.
 _CHANGES_KEPT = 8192
+# Finished attempts' small logs kept for ``take_finished_log`` (at most SMALL_LOG_BYTES each).
+_SMALL_LOGS_KEPT = 256
 
 
 _devnull_fd = -1
@@ -295,6 +297,9 @@ class SubprocessRuntime:
         self._change_seq = 0
         self._changed_at: dict[str, int] = {}
         self._changes_forgotten = 0
+        # The whole log of recently finished attempts whose log stayed small, until the log shipper
+        # takes it (``take_finished_log``): oldest first, a few hundred at most.
+        self._small_logs: dict[str, bytes] = {}
 
         self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
         self._pids = PidJournal(self.pids_dir)  # a new journal: the previous run's trees are dead
@@ -516,6 +521,12 @@ class SubprocessRuntime:
                 if attempt is not None:
                     changed[uid] = attempt.state in TERMINAL_TASK_STATES
             return self._change_seq, changed
+
+    def take_finished_log(self, attempt_uid: str) -> bytes | None:
+        """The whole content of a finished attempt's log file, if it stayed small and is still
+        remembered (once: it is then forgotten); None otherwise (read the file)."""
+        with self._lock:
+            return self._small_logs.pop(attempt_uid, None)
 
     def state_of(self, attempt_uid: str) -> tuple[TaskState, bool] | None:
         """(state, whether its process ever started) of an attempt; cheaper than a snapshot."""
@@ -750,14 +761,16 @@ class SubprocessRuntime:
             if attempt.terminal:
                 return
         outcome = final_outcome(0, attempt.kill_reason, attempt.kill_message)
+        whole = None
         if attempt.log is not None:
             attempt.log.system(f"attempt {outcome.state.value} before it started: {outcome.error}")
             attempt.log.close()
+            whole = attempt.log.take_whole()
         self._release_devices(attempt.uid)
         self._release_identity(attempt)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, None, outcome.error
-            self._changed_locked(attempt.uid)
+            self._ended_locked(attempt.uid, whole)
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
@@ -777,12 +790,14 @@ class SubprocessRuntime:
         error = error or f"could not start the process: {exc}"
         self._release_devices(attempt.uid)
         self._release_identity(attempt)
+        whole = None
         if attempt.log is not None:
             attempt.log.system(error)
             attempt.log.close()
+            whole = attempt.log.take_whole()
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = TaskState.FAILED, code, error
-            self._changed_locked(attempt.uid)
+            self._ended_locked(attempt.uid, whole)
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
@@ -854,12 +869,13 @@ class SubprocessRuntime:
             summary += f": {outcome.error}"
         attempt.log.system(summary)
         attempt.log.close()
+        whole = attempt.log.take_whole()
         released = self._tree_gone(attempt)
         if released:
             self._pids.ended(attempt.uid)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, outcome.exit_code, outcome.error
-            self._changed_locked(attempt.uid)
+            self._ended_locked(attempt.uid, whole)
             attempt.finished_at = time.time()
             attempt.deadline = attempt.escalate_at = None
             attempt.spec = None  # a finished attempt is kept for a while: drop its (maybe large) payload
@@ -875,6 +891,14 @@ class SubprocessRuntime:
             (info := read_proc(pid)) is None or info.start_ticks != ticks or info.dead
             for pid, ticks in attempt.outsiders.copy().items()
         )
+
+    def _ended_locked(self, uid: str, whole_log: bytes | None) -> None:
+        """Number an end, keeping the attempt's whole log if it stayed small (``take_finished_log``)."""
+        if whole_log is not None:
+            self._small_logs[uid] = whole_log
+            if len(self._small_logs) > _SMALL_LOGS_KEPT:
+                del self._small_logs[next(iter(self._small_logs))]
+        self._changed_locked(uid)
 
     def _changed_locked(self, uid: str) -> None:
         """Number a new attempt log or an end (for ``attempts_changed_since``)."""

@@ -71,6 +71,7 @@ class LogShipper:
         attempts: Callable[[int], tuple[int, Mapping[str, bool]]],
         *,
         usage: Callable[[str], AttemptUsage | None] | None = None,
+        finished_log: Callable[[str], bytes | None] | None = None,
         token: str | None = None,
         interval_s: float = 0.05,
         max_push_bytes: int = 256 * 1024,
@@ -80,11 +81,15 @@ class LogShipper:
         self._worker_id = worker_id
         """``attempts(mark)`` answers (a new mark, attempt uid -> whether it has ended) for every
         attempt whose log was made or that ended after ``mark``, every attempt known for mark 0
-        (``SubprocessRuntime.attempts_changed_since``); the next call passes the new mark."""
+        (``SubprocessRuntime.attempts_changed_since``); the next call passes the new mark.
+        ``finished_log(uid)`` may hand over an ended attempt's whole log file content
+        (``SubprocessRuntime.take_finished_log``): an attempt shipped from its first line then
+        costs no file read."""
         self._dir = os.fspath(attempts_dir)
         self._attempts = attempts
         self._mark = 0
         self._usage = usage
+        self._finished_log = finished_log
         self._interval_s = interval_s
         self._max_push_bytes = max_push_bytes
         self._cursors: dict[str, _Cursor] = {}
@@ -164,9 +169,13 @@ class LogShipper:
                 chunks.append(LogChunk(attempt_uid=cursor.uid, first_line=0, data=""))
                 sizes[cursor.uid] = (0, 0)
                 continue
-            data, lines, used, complete = self._read_new(cursor, budget) if budget > 0 else (b"", 0, 0, False)
             if budget <= 0:
+                data, lines, used, complete = b"", 0, 0, False
                 more = True
+            else:
+                data, lines, used, complete = self._from_memory(cursor, budget) or self._read_new(
+                    cursor, budget
+                )
             usage = None
             if self._usage is not None and (cursor.ended or now - cursor.usage_sent_at >= _USAGE_EVERY_S):
                 usage = self._usage(cursor.uid)
@@ -232,6 +241,22 @@ class LogShipper:
         self._done.add(cursor.uid)
         if len(self._done) > 100_000:
             self._done.clear()  # the runtime forgets old attempts long before this
+
+    def _from_memory(self, cursor: _Cursor, budget: int) -> tuple[bytes, int, int, bool] | None:
+        """``_read_new``'s answer for an ended attempt nothing of which was read yet, from the log
+        content the runtime kept (the file's whole content: written, closed, never rotated)."""
+        if (
+            self._finished_log is None
+            or not cursor.ended
+            or cursor.inode
+            or cursor.byte_pos
+            or cursor.next_line
+        ):
+            return None
+        whole = self._finished_log(cursor.uid)
+        if whole is None or len(whole) > budget or not whole.endswith(b"\n"):
+            return None  # read the file instead (it holds the same bytes)
+        return whole, whole.count(b"\n"), len(whole), True
 
     def _read_new(
         self, cursor: _Cursor, budget: int, *, locate: bool = False

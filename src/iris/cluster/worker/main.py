@@ -212,6 +212,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         runtime.attempts_dir,
         runtime.attempts_changed_since,
         usage=usage.usage,
+        finished_log=runtime.take_finished_log,
         token=token,
     )
     heartbeat = Heartbeat(state_dir)
