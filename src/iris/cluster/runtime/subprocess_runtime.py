@@ -656,6 +656,7 @@ class SubprocessRuntime:
                 self._line_indexes.pop(uid, None)
             attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True)
         with self._lock:
+            self._small_logs.pop(uid, None)  # an earlier run's (a re-dispatch after retention forgot it)
             self._changed_locked(uid)
         return work_dir
 
@@ -1089,6 +1090,7 @@ class SubprocessRuntime:
                 if attempt is not None and not (attempt.terminal and attempt.released):
                     continue  # a newer run of the same uid: it re-enters the queue when it ends
                 self._attempts.pop(uid, None)
+                self._small_logs.pop(uid, None)
                 doomed.append(uid)
         for uid in doomed:
             if SAFE_UID.match(uid):
