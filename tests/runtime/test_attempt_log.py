@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from iris.cluster.runtime.attempt_log import (
     MAX_LINE_BYTES,
+    SMALL_LOG_BYTES,
     AttemptLogWriter,
     LineIndex,
     read_log_page,
@@ -124,3 +125,31 @@ def test_log_rotates_by_size_and_keeps_the_newest_output(tmp_path: Path) -> None
     numbers = [int(line.split()[1]) for line in kept[:-1]]
     assert numbers == list(range(numbers[0], 1000)) and numbers[0] > 0
     assert log.rotations > 4
+
+
+def test_a_small_new_log_hands_over_its_whole_content_once_closed(tmp_path: Path) -> None:
+    path = tmp_path / "a.jsonl"
+    log = AttemptLogWriter(path, exclusive=True)
+    log.system("started")
+    log.feed("stdout", b"hello\nwor")
+    assert log.take_whole() is None  # still open: more may come
+    log.end_stream("stdout")
+    log.close()
+    assert log.take_whole() == path.read_bytes()
+    assert log.take_whole() is None  # handed over once
+
+
+def test_no_whole_content_for_a_log_that_grew_rotated_or_was_appended_to(tmp_path: Path) -> None:
+    big = AttemptLogWriter(tmp_path / "big", exclusive=True)
+    big.feed("stdout", b"x" * SMALL_LOG_BYTES + b"\n")
+    big.close()
+    rotated = AttemptLogWriter(tmp_path / "rotated", max_bytes=500, files=5, exclusive=True)
+    for i in range(10):
+        rotated.feed("stdout", f"line {i}\n".encode())
+    rotated.close()
+    (tmp_path / "appended").write_bytes(b'{"ts":1.0,"stream":"stdout","line":"before"}\n')
+    appended = AttemptLogWriter(tmp_path / "appended")
+    appended.system("after")
+    appended.close()
+    assert rotated.rotations > 0
+    assert [big.take_whole(), rotated.take_whole(), appended.take_whole()] == [None, None, None]

@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import TEST_WORKER_ID
 from tests.runtime.helpers import make_spec, new_runtime, recorded_pgids, wait_done
 
-from iris.cluster.runtime import KillReason, SubprocessRuntime
+from iris.cluster.runtime import KillReason, SubprocessRuntime, subprocess_runtime
 from iris.cluster.runtime.attempt_log import encode_line
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import NotFound
@@ -332,7 +332,8 @@ def test_retention_keeps_only_the_newest_finished_attempts(tmp_path: Path) -> No
         for spec in specs:
             rt.start(spec)
             wait_done(rt, spec.attempt_uid)
-        wait_until(lambda: len(list(rt.attempts_dir.iterdir())) == 3)
+        # Retention removes an attempt's log, then its work dir: wait for both.
+        wait_until(lambda: len(os.listdir(rt.attempts_dir)) == 3 and len(os.listdir(rt.tasks_dir)) == 3)
         kept = sorted(s.attempt_uid for s in specs[3:])
         assert sorted(p.name for p in rt.attempts_dir.iterdir()) == [f"{uid}.jsonl" for uid in kept]
         assert sorted(p.name for p in rt.tasks_dir.iterdir()) == kept
@@ -379,6 +380,32 @@ def test_a_batch_start_reads_as_building_until_running(runtime: SubprocessRuntim
         lambda: all(runtime.snapshot(s.attempt_uid).state is TaskState.RUNNING for s in specs), 15
     )
     assert all(runtime.snapshot(s.attempt_uid).started_at is not None for s in specs)
+
+
+def test_a_batch_start_returns_once_every_attempt_is_running(runtime: SubprocessRuntime) -> None:
+    specs = [make_spec("sleep", "30") for _ in range(12)]
+    runtime.start_many(specs, wait_s=30)
+    assert {runtime.snapshot(s.attempt_uid).state for s in specs} == {TaskState.RUNNING}
+
+
+def test_one_start_that_raises_does_not_strand_the_rest_of_its_batch(
+    runtime: SubprocessRuntime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    specs = [make_spec("sleep", "30") for _ in range(6)]
+    start = runtime._start_admitted
+
+    def flaky_start(attempt) -> None:
+        if attempt.uid == specs[0].attempt_uid:
+            raise RuntimeError("cannot start a thread")
+        start(attempt)
+
+    monkeypatch.setattr(runtime, "_start_admitted", flaky_start)
+    began = time.monotonic()
+    runtime.start_many(specs, wait_s=60)
+    # The batch counts the failed start as done: the wait ends with the last start, not at wait_s.
+    assert time.monotonic() - began < 30
+    assert [runtime.snapshot(s.attempt_uid).state for s in specs[1:]] == [TaskState.RUNNING] * 5
+    assert f"starting attempt {specs[0].attempt_uid} failed" in caplog.text
 
 
 def test_an_attempt_makes_one_directory_and_one_file(runtime: SubprocessRuntime) -> None:
@@ -436,3 +463,80 @@ def test_an_older_versions_attempt_dirs_are_moved_to_this_layout(tmp_path: Path)
         assert os.listdir(rt.tasks_dir) == [spec.attempt_uid]
     finally:
         rt.shutdown()
+
+
+def test_an_attempts_stdin_is_dev_null(runtime: SubprocessRuntime) -> None:
+    specs = [make_spec("sh", "-c", "readlink /proc/self/fd/0; cat; echo read-to-end") for _ in range(2)]
+    for spec in specs:
+        runtime.start(spec)
+    for spec in specs:
+        assert wait_done(runtime, spec.attempt_uid).state is TaskState.SUCCEEDED
+        lines = [line.line for line in runtime.read_logs(spec.attempt_uid).lines if line.stream == "stdout"]
+        assert lines == ["/dev/null", "read-to-end"]
+
+
+def test_changes_since_a_mark_name_the_attempts_whose_log_was_made_or_that_ended(tmp_path: Path) -> None:
+    rt = new_runtime(tmp_path)
+    try:
+        done, running = make_spec("true"), make_spec("sleep", "60")
+        rt.start(done)
+        wait_done(rt, done.attempt_uid)
+        mark, everything = rt.attempts_changed_since(0)
+        assert everything == {done.attempt_uid: True}
+        assert rt.attempts_changed_since(mark) == (mark, {})
+        waiting = rt._admit(running)  # admitted, waiting for a starter thread: no log yet
+        assert waiting is not None and rt.attempts_changed_since(mark) == (mark, {})
+        rt._start_admitted(waiting)
+        mark2, changed = rt.attempts_changed_since(mark)
+        assert changed == {running.attempt_uid: False} and mark2 > mark
+        rt.record_failure("refused", "no such thing")
+        rt.kill(running.attempt_uid, KillReason.STOP)
+        wait_done(rt, running.attempt_uid)
+        _, changed = rt.attempts_changed_since(mark2)
+        assert changed == {running.attempt_uid: True, "refused": True}
+        # Mark 0 still answers every attempt known, as terminal_by_uid does.
+        assert rt.attempts_changed_since(0)[1] == rt.terminal_by_uid()
+    finally:
+        rt.shutdown()
+
+
+def test_a_mark_older_than_what_is_remembered_gets_every_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(subprocess_runtime, "_CHANGES_KEPT", 2)
+    rt = new_runtime(tmp_path)
+    try:
+        mark, _ = rt.attempts_changed_since(0)
+        for k in range(4):
+            rt.record_failure(f"refused{k}", "no")
+        # Two of the four changes after ``mark`` are forgotten: the answer is everything known.
+        assert rt.attempts_changed_since(mark)[1] == {f"refused{k}": True for k in range(4)}
+        mark, _ = rt.attempts_changed_since(0)
+        rt.record_failure("refused4", "no")
+        assert rt.attempts_changed_since(mark)[1] == {"refused4": True}
+    finally:
+        rt.shutdown()
+
+
+def test_terminal_of_answers_the_asked_attempts_and_every_live_one(runtime: SubprocessRuntime) -> None:
+    ended, asked_live, unasked_live = make_spec("true"), make_spec("sleep", "60"), make_spec("sleep", "60")
+    runtime.start(ended)
+    wait_done(runtime, ended.attempt_uid)
+    runtime.record_failure("unasked-ended", "no")
+    runtime.start(asked_live)
+    runtime.start(unasked_live)
+    known = runtime.terminal_of([ended.attempt_uid, asked_live.attempt_uid, "never-seen"])
+    assert known == {ended.attempt_uid: True, asked_live.attempt_uid: False, unasked_live.attempt_uid: False}
+    assert runtime.state_of(ended.attempt_uid) == (TaskState.SUCCEEDED, True)
+    assert runtime.state_of("unasked-ended") == (TaskState.FAILED, False)
+    assert runtime.state_of("never-seen") is None
+
+
+def test_a_finished_attempts_small_log_is_handed_over_once(runtime: SubprocessRuntime) -> None:
+    spec = make_spec("sh", "-c", "echo out; echo err >&2")
+    runtime.start(spec)
+    wait_done(runtime, spec.attempt_uid)
+    whole = runtime.take_finished_log(spec.attempt_uid)
+    assert whole == (runtime.attempts_dir / f"{spec.attempt_uid}.jsonl").read_bytes()
+    assert b'"line":"out"' in whole and whole.endswith(b"\n")
+    assert runtime.take_finished_log(spec.attempt_uid) is None

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from iris.cluster.controller.logstore import LogStore
-from iris.cluster.runtime.attempt_log import AttemptLogWriter, attempt_log_path, rotated_paths
+from iris.cluster.runtime.attempt_log import AttemptLogWriter, attempt_log_path, encode_line, rotated_paths
 from iris.cluster.worker.log_shipper import ROTATED_AWAY, LogShipper
 from iris.rpc.log_models import LogPushRequest
 
@@ -80,7 +80,7 @@ def wait_until(check: Callable[[], bool], timeout: float = 20.0) -> None:
 
 def shipper(server: StoreServer, attempts_dir: Path, ended: dict[str, bool]) -> LogShipper:
     return LogShipper(
-        server.url, "w1", attempts_dir, lambda: dict(ended), interval_s=0.02, max_push_bytes=4096
+        server.url, "w1", attempts_dir, lambda _mark: (0, dict(ended)), interval_s=0.02, max_push_bytes=4096
     )
 
 
@@ -163,3 +163,83 @@ def test_a_restarted_shipper_resumes_a_rotated_log_where_the_store_stopped(
     finally:
         second.stop()
     assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(400)]
+
+
+def test_the_shipper_learns_of_attempts_from_the_changes_since_its_last_mark(
+    server: StoreServer, tmp_path: Path
+) -> None:
+    """Each attempt is named once when its log is made and once when it ends: nothing is lost between."""
+    attempts, log = attempt_log(tmp_path, max_bytes=60_000)
+    write(log, 0, 10)
+    feed = [(1, {UID: False})]  # what the runtime answers next, in order; then nothing new
+    marks: list[int] = []
+
+    def changes(mark: int) -> tuple[int, dict[str, bool]]:
+        marks.append(mark)
+        return feed.pop(0) if feed else (mark, {})
+
+    s = LogShipper(server.url, "w1", attempts, changes, interval_s=0.02, max_push_bytes=4096)
+    s.start()
+    try:
+        wait_until(lambda: len(server.lines()) == 10)
+        assert s.backlog() == 1  # running: shipped so far, not final
+        write(log, 10, 5)
+        log.close()
+        feed.append((2, {UID: True}))
+        wait_until(lambda: s.backlog() == 0 and 2 in marks)
+    finally:
+        s.stop()
+    assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(15)]
+    assert marks[0] == 0 and set(marks) == {0, 1, 2} and marks == sorted(marks)
+
+
+def test_an_ended_attempts_log_handed_over_in_memory_is_shipped_without_reading_its_file(
+    server: StoreServer, tmp_path: Path
+) -> None:
+    attempts = tmp_path / "attempts"
+    attempts.mkdir()
+    lines = [f"line {i:05d} padded to be a little longer" for i in range(3)]
+    whole = b"".join(encode_line(1.0, "stdout", line) for line in lines)
+    handed: list[str] = []
+
+    def finished_log(uid: str) -> bytes | None:
+        handed.append(uid)
+        return whole
+
+    # No file at all: the lines can only come from the content handed over.
+    s = LogShipper(
+        server.url,
+        "w1",
+        attempts,
+        lambda _mark: (0, {UID: True}),
+        finished_log=finished_log,
+        interval_s=0.02,
+        max_push_bytes=4096,
+    )
+    s.start()
+    try:
+        wait_until(lambda: s.backlog() == 0)
+    finally:
+        s.stop()
+    assert server.lines() == lines and handed == [UID]
+
+
+def test_without_the_content_in_memory_the_file_is_read(server: StoreServer, tmp_path: Path) -> None:
+    attempts, log = attempt_log(tmp_path, max_bytes=60_000)
+    write(log, 0, 5)
+    log.close()
+    s = LogShipper(
+        server.url,
+        "w1",
+        attempts,
+        lambda _mark: (0, {UID: True}),
+        finished_log=lambda _uid: None,
+        interval_s=0.02,
+        max_push_bytes=4096,
+    )
+    s.start()
+    try:
+        wait_until(lambda: s.backlog() == 0)
+    finally:
+        s.stop()
+    assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(5)]

@@ -60,7 +60,12 @@ def test_one_process_table_scan_serves_every_attempt(
 
     monkeypatch.setattr(usage_module, "scan_process_table", counting_scan)
     sampler = UsageSampler(lambda: live)
-    wait_until(lambda: all(p.pid in proc_table.scan_process_table() for p in roots), what="trees started")
+    # A new small process's RSS in /proc/<pid>/stat comes from per-CPU counters: it may read 0 at
+    # first (Linux >= 6.2). Wait until every tree shows some.
+    wait_until(
+        lambda: all((info := proc_table.read_proc(p.pid)) is not None and info.rss_bytes > 0 for p in roots),
+        what="trees started",
+    )
     sampler.sample()
     assert len(scans) == 1
     assert all((u := sampler.usage(uid)) is not None and u.rss_bytes > 0 for uid, _, _ in live)
@@ -73,7 +78,11 @@ def test_an_attempt_no_longer_live_keeps_its_totals_without_rss(trees: list[subp
     root = start_tree(trees, "sleep 100")
     live = [("a1", root.pid, root.pid)]
     sampler = UsageSampler(lambda: live)
-    wait_until(lambda: (sampler.sample(), sampler.usage("a1"))[1] is not None, what="a first sample")
+    # RSS may read 0 for a new small process at first (per-CPU counters): wait for a sample with some.
+    wait_until(
+        lambda: (sampler.sample(), (u := sampler.usage("a1")) is not None and u.rss_bytes > 0)[1],
+        what="a first sample with memory",
+    )
     first = sampler.usage("a1")
     assert first is not None and first.rss_bytes > 0
     live.clear()  # released by the runtime

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +29,22 @@ MAX_LINE_BYTES = 64 * 1024
 # to the controller's log store long before they are dropped.
 DEFAULT_MAX_LOG_BYTES = 50 * 1024 * 1024
 LOG_FILES = 5
+# A new log that stays this small is also kept in memory until it is closed (``take_whole``): the
+# log shipper then sends a short attempt's log without reading the file back.
+SMALL_LOG_BYTES = 4096
 
 
 LOG_SUFFIX = ".jsonl"
 
+# A path as the caller holds it: the per-attempt paths of the runtime and the log shipper are plain
+# ``str`` (a ``pathlib`` operation costs microseconds, several per attempt), others ``Path``.
+AnyPath = TypeVar("AnyPath", str, Path)
 
-def attempt_log_path(logs_dir: Path, attempt_uid: str) -> Path:
-    """Where an attempt's (current) log file is."""
+
+def attempt_log_path(logs_dir: AnyPath, attempt_uid: str) -> AnyPath:
+    """Where an attempt's (current) log file is (a ``str`` for a ``str`` directory)."""
+    if isinstance(logs_dir, str):
+        return f"{logs_dir}/{attempt_uid}{LOG_SUFFIX}"
     return logs_dir / (attempt_uid + LOG_SUFFIX)
 
 
@@ -46,7 +55,7 @@ def logged_attempt(file_name: str) -> str | None:
     return None
 
 
-def remove_log(path: Path, files: int = LOG_FILES) -> None:
+def remove_log(path: str | Path, files: int = LOG_FILES) -> None:
     """Delete a log and its rotated files."""
     for older in rotated_paths(path, files):
         try:
@@ -60,17 +69,28 @@ def encode_line(ts: float, stream: str, text: str) -> bytes:
     return b'{"ts":%.6f,"stream":"%s","line":%s}\n' % (ts, stream.encode(), json.dumps(text).encode())
 
 
-def rotated_paths(path: Path, files: int = LOG_FILES) -> list[Path]:
+def rotated_paths(path: AnyPath, files: int = LOG_FILES) -> list[AnyPath]:
     """A log's files, oldest first: ``log.jsonl.4`` ... ``log.jsonl.1``, then ``log.jsonl``."""
+    if isinstance(path, str):
+        return [f"{path}.{k}" for k in range(files - 1, 0, -1)] + [path]
     return [path.with_name(f"{path.name}.{k}") for k in range(files - 1, 0, -1)] + [path]
 
 
+_APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
+
+
 class AttemptLogWriter:
-    """Turns raw pipe chunks into timestamped lines. Thread-safe: output and system events interleave."""
+    """Turns raw pipe chunks into timestamped lines. Thread-safe: output and system events interleave.
+
+    Writes go straight to an ``O_APPEND`` descriptor, one ``write`` per batch of lines (a buffered
+    file object added a Python layer and a flush to every write, and there is nothing to buffer).
+    A new (``exclusive``) log also keeps a copy of what it wrote while that is at most
+    ``SMALL_LOG_BYTES`` and every write succeeded: the file's whole content, for ``take_whole``.
+    """
 
     def __init__(
         self,
-        path: Path,
+        path: str | Path,
         max_bytes: int = DEFAULT_MAX_LOG_BYTES,
         files: int = LOG_FILES,
         *,
@@ -81,12 +101,13 @@ class AttemptLogWriter:
         self.max_bytes = max_bytes
         self.files = max(1, files)
         self.file_bytes = max(1, max_bytes // self.files)
-        self._file = open(path, "xb" if exclusive else "ab")  # noqa: SIM115 - closed by close()
-        self._written = self._file.tell()
+        self._fd = os.open(path, _APPEND | (os.O_EXCL if exclusive else 0), 0o666)
+        self._written = 0 if exclusive else os.lseek(self._fd, 0, os.SEEK_END)
         self.rotations = 0
         self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
         self._lock = threading.Lock()
         self._write_failed = False
+        self._copy: bytearray | None = bytearray() if exclusive else None
 
     def feed(self, stream: Stream, data: bytes) -> None:
         ts = time.time()
@@ -115,19 +136,30 @@ class AttemptLogWriter:
 
     def _rotate(self) -> None:
         """``log.jsonl`` becomes ``log.jsonl.1`` (and so on down; the oldest file is dropped)."""
-        self._file.close()
+        fd, self._fd = self._fd, -1
+        os.close(fd)
         paths = rotated_paths(self.path, self.files)
         for older, newer in zip(paths, paths[1:], strict=False):
-            if newer.exists():
+            if os.path.exists(newer):
                 os.replace(newer, older)
-        self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
+        self._fd = os.open(self.path, _APPEND, 0o666)
         self._written = 0
         self.rotations += 1
+        self._copy = None
 
     def close(self) -> None:
         with self._lock:
-            if not self._file.closed:
-                self._file.close()
+            if self._fd >= 0:
+                fd, self._fd = self._fd, -1
+                os.close(fd)
+
+    def take_whole(self) -> bytes | None:
+        """The closed log's whole file content, if it stayed small (see the class); then forgets it."""
+        with self._lock:
+            if self._fd >= 0 or self._copy is None:
+                return None
+            whole, self._copy = bytes(self._copy), None
+            return whole
 
     @staticmethod
     def _encode_line(ts: float, stream: str, raw: bytes) -> bytes:
@@ -136,15 +168,22 @@ class AttemptLogWriter:
         return encode_line(ts, stream, raw.decode("utf-8", errors="replace"))
 
     def _write(self, data: bytes) -> None:
-        if self._file.closed:
+        if self._fd < 0:
             return
         try:
             if self._written and self._written + len(data) > self.file_bytes:
                 self._rotate()
-            self._file.write(data)
-            self._file.flush()
+            done = os.write(self._fd, data)
+            while done < len(data):  # only when interrupted, or the disk filled up meanwhile
+                done += os.write(self._fd, memoryview(data)[done:])
             self._written += len(data)
+            if self._copy is not None:
+                if len(self._copy) + len(data) <= SMALL_LOG_BYTES:
+                    self._copy += data
+                else:
+                    self._copy = None
         except OSError as exc:  # e.g. disk full: the attempt goes on, the worker's health reports the disk
+            self._copy = None  # part of it may be in the file: the copy is no longer the file
             if not self._write_failed:
                 logger.warning("cannot write the log %s: %s", self.path, exc)
             self._write_failed = True
@@ -185,7 +224,7 @@ class LineIndex:
                 self.checkpoints.append(byte_offset)
 
 
-def read_log_page(path: Path, offset: int, limit: int, index: LineIndex | None = None) -> LogPage:
+def read_log_page(path: str | Path, offset: int, limit: int, index: LineIndex | None = None) -> LogPage:
     """Lines [offset, offset+limit) of a log; a trailing half-written line is never returned."""
     index = index or LineIndex()
     line, position = index.seek_point(offset)

@@ -15,7 +15,7 @@ from iris.rpc.units import format_bytes
 MIN_FREE_DISK_BYTES = 32 * 1024 * 1024
 
 
-def dir_usage(path: Path) -> int:
+def dir_usage(path: str | Path) -> int:
     """Bytes allocated under ``path`` (links not followed; files vanishing meanwhile are skipped)."""
     total = 0
     for root, dirs, files in os.walk(path, onerror=lambda _: None):

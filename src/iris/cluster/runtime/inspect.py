@@ -39,7 +39,9 @@ def describe_processes(pid: int | None) -> list[dict[str, Any]]:
     return out
 
 
-def run_beside(argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], timeout_s: float) -> dict[str, Any]:
+def run_beside(
+    argv: Sequence[str], *, cwd: str | Path, env: Mapping[str, str], timeout_s: float
+) -> dict[str, Any]:
     """Run ``argv`` in the attempt's working directory with its environment; output is capped."""
     try:
         done = subprocess.run(

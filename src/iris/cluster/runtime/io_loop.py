@@ -80,7 +80,10 @@ class IoLoop:
                     continue
                 handler = self._handlers.get(fd)
                 if handler is not None:
-                    self._safely(lambda h=handler, f=fd: h(f))
+                    try:
+                        handler(fd)
+                    except Exception:
+                        logger.exception("io loop handler failed")
             while self._calls:
                 self._safely(self._calls.popleft())
 

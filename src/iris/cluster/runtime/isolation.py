@@ -158,7 +158,7 @@ class Isolation:
         ]
 
     @staticmethod
-    def hand_over(directory: Path, uid: int) -> None:
+    def hand_over(directory: str | Path, uid: int) -> None:
         """Make ``directory`` (and everything in it) the task's own, mode 0700 at the top."""
         for root, dirs, files in os.walk(directory):
             for name in (*dirs, *files):

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+_O_RDONLY = os.O_RDONLY | os.O_CLOEXEC
 
 
-@dataclass(frozen=True, slots=True)
-class ProcInfo:
+class ProcInfo(NamedTuple):
+    """One process's stat line. A tuple: the monitor and the usage sampler build one per process of
+    the machine several times a second, and a frozen dataclass costs twice as much to build."""
+
     pid: int
     ppid: int
     pgid: int
@@ -38,24 +41,34 @@ ProcTable = Mapping[int, ProcInfo]
 
 
 def read_proc(pid: int) -> ProcInfo | None:
-    """The stat line of one process, or None if it is gone."""
+    """The stat line of one process, or None if it is gone.
+
+    One ``open``/``read``/``close`` of the raw file (no file object): this runs for every process
+    of the machine at each monitor tick and usage sample, and at every attempt's start.
+    """
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
+        fd = os.open(f"/proc/{pid}/stat", _O_RDONLY)
     except OSError:
         return None
+    try:
+        raw = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     # The command name may contain spaces and parentheses: fields start after the LAST ')'.
-    fields = raw[raw.rfind(b")") + 2 :].split()
+    # Only the first 22 fields are used (up to rss); the rest stay unsplit.
+    fields = raw[raw.rfind(b")") + 2 :].split(None, 22)
     try:
         return ProcInfo(
-            pid=pid,
-            ppid=int(fields[1]),
-            pgid=int(fields[2]),
-            rss_bytes=int(fields[21]) * _PAGE_SIZE,
-            start_ticks=int(fields[19]),
-            state=fields[0].decode(),
-            cpu_ticks=int(fields[11]) + int(fields[12]),
-            reaped_children_cpu_ticks=int(fields[13]) + int(fields[14]),
+            pid,
+            int(fields[1]),
+            int(fields[2]),
+            int(fields[21]) * _PAGE_SIZE,
+            int(fields[19]),
+            fields[0].decode(),
+            int(fields[11]) + int(fields[12]),
+            int(fields[13]) + int(fields[14]),
         )
     except (IndexError, ValueError):
         return None

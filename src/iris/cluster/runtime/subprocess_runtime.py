@@ -19,9 +19,8 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -67,6 +66,26 @@ CALLABLE_RUNNER_MODULE = "iris.cluster.worker.callable_runner"
 _READ_CHUNK = 65536
 STARTER_THREADS = 4
 _LINE_INDEXES_KEPT = 256
+# New logs and ends remembered for ``attempts_changed_since``; a reader further behind gets them all.
+_CHANGES_KEPT = 8192
+# Finished attempts' small logs kept for ``take_finished_log`` (at most SMALL_LOG_BYTES each).
+_SMALL_LOGS_KEPT = 256
+
+
+_devnull_fd = -1
+_devnull_lock = threading.Lock()
+
+
+def _devnull() -> int:
+    """A descriptor of /dev/null kept open for the life of the process, every attempt's stdin:
+    ``subprocess.DEVNULL`` opens and closes /dev/null at every start. Close-on-exec; ``Popen``
+    duplicates it onto the child's fd 0 and never closes a descriptor it was handed."""
+    global _devnull_fd
+    if _devnull_fd < 0:
+        with _devnull_lock:
+            if _devnull_fd < 0:
+                _devnull_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    return _devnull_fd
 
 
 class PreparationError(Exception):
@@ -110,13 +129,14 @@ class DeviceBroker(Protocol):
 class _Attempt:
     """Mutable record of one attempt; fields are guarded by the runtime's lock."""
 
-    def __init__(self, uid: str, spec: RunSpec | None, log_path: Path | None) -> None:
+    def __init__(self, uid: str, spec: RunSpec | None, log_path: str | None) -> None:
         self.uid = uid
         self.spec = spec
+        # Paths are plain strings: pathlib costs microseconds per operation, several per attempt.
         self.log_path = log_path
         # Set when its work dir is made; the payload is where a callable entrypoint is written.
-        self.work_dir: Path | None = None
-        self.payload: Path | None = None
+        self.work_dir: str | None = None
+        self.payload: str | None = None
         self.lease: UidLease | None = None
         # Set once its process is being created: from then on a kill signals it instead of ending it.
         self.launching = False
@@ -158,6 +178,32 @@ class _Attempt:
     @property
     def terminal(self) -> bool:
         return self.state in TERMINAL_TASK_STATES
+
+
+class _StartBatch:
+    """Attempts of one ``start_many``, started in order by whichever runner takes the next one."""
+
+    def __init__(self, attempts: list[_Attempt], start: Callable[[_Attempt], None]) -> None:
+        self._waiting = deque(attempts)
+        self._start = start
+        self._lock = threading.Lock()
+        self._left = len(attempts)
+        self.done = threading.Event()  # set once every attempt is running or has failed to start
+
+    def run(self) -> None:
+        while True:
+            try:
+                attempt = self._waiting.popleft()
+            except IndexError:
+                return
+            try:
+                self._start(attempt)
+            except Exception:  # noqa: BLE001 - one attempt's failure must not strand the rest of the batch
+                logger.exception("starting attempt %s failed", attempt.uid)
+            with self._lock:
+                self._left -= 1
+                if self._left == 0:
+                    self.done.set()
 
 
 class SubprocessRuntime:
@@ -208,6 +254,9 @@ class SubprocessRuntime:
         for directory in private:
             directory.mkdir(parents=True, exist_ok=True)
             os.chmod(directory, 0o700)
+        self._attempts_path = str(self.attempts_dir)
+        self._tasks_path = str(self.tasks_dir)
+        self._fenced_path = str(self.state_dir / "fenced")
         self.worker_id = worker_id
         self.controller_url = controller_url
         self._on_change = on_change
@@ -242,6 +291,15 @@ class SubprocessRuntime:
         self._pinned: frozenset[str] = frozenset()
         self._closing = False
         self._line_indexes: dict[str, LineIndex] = {}
+        # Every new attempt log and every end is numbered: uid -> the number of its latest one,
+        # oldest first (a reader asks for what changed after the number it last saw, without
+        # walking the thousands of attempts retention keeps).
+        self._change_seq = 0
+        self._changed_at: dict[str, int] = {}
+        self._changes_forgotten = 0
+        # The whole log of recently finished attempts whose log stayed small, until the log shipper
+        # takes it (``take_finished_log``): oldest first, a few hundred at most.
+        self._small_logs: dict[str, bytes] = {}
 
         self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
         self._pids = PidJournal(self.pids_dir)  # a new journal: the previous run's trees are dead
@@ -277,7 +335,12 @@ class SubprocessRuntime:
         if len(admitted) == 1:
             self._start_admitted(admitted[0])
         elif admitted:
-            wait_futures([self._starters.submit(self._start_admitted, a) for a in admitted], timeout=wait_s)
+            # A few runners share the batch (not a future per attempt: a submit, a Future and a
+            # wait on each cost more than many a short task's whole start).
+            batch = _StartBatch(admitted, self._start_admitted)
+            for _ in range(min(STARTER_THREADS, len(admitted))):
+                self._starters.submit(batch.run)
+            batch.done.wait(wait_s)
 
     def _admit(self, spec: RunSpec) -> _Attempt | None:
         """Record a new attempt as BUILDING; None if it is already known (or refused at once)."""
@@ -291,7 +354,7 @@ class SubprocessRuntime:
         with self._lock:
             if uid in self._attempts:
                 return None
-            attempt = _Attempt(uid, spec, attempt_log_path(self.attempts_dir, uid))
+            attempt = _Attempt(uid, spec, attempt_log_path(self._attempts_path, uid))
             self._attempts[uid] = attempt
             self._unreleased[uid] = attempt
             return attempt
@@ -323,7 +386,7 @@ class SubprocessRuntime:
             self._fail_start(attempt, exc)
         self._notify(attempt.uid)
 
-    def _prepare_and_launch(self, attempt: _Attempt, work_dir: Path) -> None:
+    def _prepare_and_launch(self, attempt: _Attempt, work_dir: str) -> None:
         """BUILDING: let the preparer fill the work dir, then start (or end, if stopped meanwhile)."""
         assert self._preparer is not None and attempt.spec is not None
 
@@ -332,7 +395,7 @@ class SubprocessRuntime:
 
         try:
             assert attempt.log is not None
-            preparation = self._preparer.prepare(attempt.spec, work_dir, attempt.log.system, cancelled)
+            preparation = self._preparer.prepare(attempt.spec, Path(work_dir), attempt.log.system, cancelled)
             with self._lock:
                 if attempt.terminal:
                     return  # killed while BUILDING: it has already ended
@@ -369,6 +432,7 @@ class SubprocessRuntime:
             )
             self._attempts[attempt_uid] = attempt
             self._retained.append(attempt_uid)
+            self._changed_locked(attempt_uid)
         self._notify(attempt_uid)
         return attempt.snapshot()
 
@@ -421,6 +485,55 @@ class SubprocessRuntime:
         with self._lock:
             return {uid: a.state in TERMINAL_TASK_STATES for uid, a in self._attempts.items()}
 
+    def terminal_of(self, asked: Iterable[str]) -> dict[str, bool]:
+        """``terminal_by_uid`` cut down to what a reconcile looks at: each asked attempt this
+        runtime knows, and every attempt that has not ended (not the thousands of ended ones
+        retention keeps)."""
+        with self._lock:
+            known = {
+                uid: attempt.state in TERMINAL_TASK_STATES
+                for uid in asked
+                if (attempt := self._attempts.get(uid)) is not None
+            }
+            for uid, attempt in self._unreleased.items():
+                if attempt.state not in TERMINAL_TASK_STATES:
+                    known[uid] = False
+            return known
+
+    def attempts_changed_since(self, mark: int) -> tuple[int, dict[str, bool]]:
+        """(a new mark, each attempt whose log was made or that ended after ``mark`` -> whether it
+        has ended): what the log shipper needs to know, and no sooner (an attempt waiting for a
+        starter thread has no log yet to look at).
+
+        Mark 0, or a mark so old that some of what followed is forgotten, gets every attempt this
+        runtime knows (as ``terminal_by_uid``). Pass the returned mark next time.
+        """
+        with self._lock:
+            if mark <= 0 or mark < self._changes_forgotten:
+                return self._change_seq, {
+                    uid: a.state in TERMINAL_TASK_STATES for uid, a in self._attempts.items()
+                }
+            changed: dict[str, bool] = {}
+            for uid, seq in reversed(self._changed_at.items()):
+                if seq <= mark:
+                    break
+                attempt = self._attempts.get(uid)
+                if attempt is not None:
+                    changed[uid] = attempt.state in TERMINAL_TASK_STATES
+            return self._change_seq, changed
+
+    def take_finished_log(self, attempt_uid: str) -> bytes | None:
+        """The whole content of a finished attempt's log file, if it stayed small and is still
+        remembered (once: it is then forgotten); None otherwise (read the file)."""
+        with self._lock:
+            return self._small_logs.pop(attempt_uid, None)
+
+    def state_of(self, attempt_uid: str) -> tuple[TaskState, bool] | None:
+        """(state, whether its process ever started) of an attempt; cheaper than a snapshot."""
+        with self._lock:
+            attempt = self._attempts.get(attempt_uid)
+            return (attempt.state, attempt.started_at is not None) if attempt is not None else None
+
     def live_task_ids(self) -> dict[str, str]:
         """Attempt uid -> task id, for every attempt that has not ended."""
         with self._lock:
@@ -464,8 +577,8 @@ class SubprocessRuntime:
         with self._lock:
             attempt = self._attempts.get(attempt_uid)
             finished = attempt is None or attempt.terminal
-        path = attempt_log_path(self.attempts_dir, attempt_uid)
-        if attempt is None and not path.exists():
+        path = attempt_log_path(self._attempts_path, attempt_uid)
+        if attempt is None and not os.path.exists(path):
             raise NotFound(f"no attempt {attempt_uid!r} on worker {self.worker_id}")
         with self._lock:
             index = self._line_indexes.pop(attempt_uid, None) or LineIndex()
@@ -516,23 +629,23 @@ class SubprocessRuntime:
 
     # ------------------------------------------------------------------ starting
 
-    def _make_attempt_dir(self, attempt: _Attempt) -> Path:
+    def _make_attempt_dir(self, attempt: _Attempt) -> str:
         """A fresh, empty work dir and a new log; returns the work dir."""
         uid = attempt.uid
         assert attempt.log_path is not None
         if self._isolation is None:
-            work_dir = self.tasks_dir / uid
-            payload = self.attempts_dir / f"{uid}.callable.pkl"
+            work_dir = f"{self._tasks_path}/{uid}"
+            payload = f"{self._attempts_path}/{uid}.callable.pkl"
             try:
                 os.mkdir(work_dir, 0o700)
             except FileExistsError:  # a re-dispatch of the same attempt after a worker restart
                 shutil.rmtree(work_dir, ignore_errors=True)
                 os.mkdir(work_dir, 0o700)
         else:
-            task_dir = self.tasks_dir / uid
+            task_dir = f"{self._tasks_path}/{uid}"
             shutil.rmtree(task_dir, ignore_errors=True)
             os.mkdir(task_dir, 0o711)
-            work_dir, payload = task_dir / "work", task_dir / "callable.pkl"
+            work_dir, payload = f"{task_dir}/work", f"{task_dir}/callable.pkl"
             os.mkdir(work_dir, 0o700)
         attempt.work_dir, attempt.payload = work_dir, payload
         try:
@@ -542,6 +655,9 @@ class SubprocessRuntime:
             with self._lock:
                 self._line_indexes.pop(uid, None)
             attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True)
+        with self._lock:
+            self._small_logs.pop(uid, None)  # an earlier run's (a re-dispatch after retention forgot it)
+            self._changed_locked(uid)
         return work_dir
 
     def _launch(self, attempt: _Attempt, preparation: Preparation | None = None) -> None:
@@ -562,7 +678,7 @@ class SubprocessRuntime:
             controller_url=self.controller_url,
             worker_id=self.worker_id,
             ports=ports,
-            work_dir=str(work_dir),
+            work_dir=work_dir,
         )
         if preparation is not None:
             env.update(preparation.env)
@@ -577,7 +693,7 @@ class SubprocessRuntime:
             self._isolation.hand_over(work_dir, lease.uid)
             if spec.entrypoint.kind != "command":
                 os.chown(attempt.payload, lease.uid, lease.uid)
-            env["HOME"] = str(work_dir)
+            env["HOME"] = work_dir
             argv = self._isolation.wrap(argv, lease.uid)
         attempt.env = env
         out_r, out_w = os.pipe()
@@ -585,7 +701,7 @@ class SubprocessRuntime:
         popen_args: dict[str, Any] = {
             "cwd": work_dir,
             "env": env,
-            "stdin": subprocess.DEVNULL,
+            "stdin": _devnull(),
             "stdout": out_w,
             "stderr": err_w,
             "start_new_session": True,
@@ -632,12 +748,13 @@ class SubprocessRuntime:
             self._signal_tree(attempt, signal.SIGKILL)
 
     @staticmethod
-    def _argv(spec: RunSpec, payload: Path, python: str | None = None) -> list[str]:
+    def _argv(spec: RunSpec, payload: str, python: str | None = None) -> list[str]:
         if spec.entrypoint.kind == "command":
             return list(spec.entrypoint.argv)
-        payload.write_bytes(base64.b64decode(spec.entrypoint.callable_b64 or ""))
+        with open(payload, "wb") as f:
+            f.write(base64.b64decode(spec.entrypoint.callable_b64 or ""))
         os.chmod(payload, 0o600)
-        return [python or sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, str(payload)]
+        return [python or sys.executable, "-u", "-m", CALLABLE_RUNNER_MODULE, payload]
 
     def _end_unstarted(self, attempt: _Attempt) -> None:
         """Stopped while BUILDING: it ends (KILLED, or FAILED on a timeout) without a process."""
@@ -645,13 +762,16 @@ class SubprocessRuntime:
             if attempt.terminal:
                 return
         outcome = final_outcome(0, attempt.kill_reason, attempt.kill_message)
+        whole = None
         if attempt.log is not None:
             attempt.log.system(f"attempt {outcome.state.value} before it started: {outcome.error}")
             attempt.log.close()
+            whole = attempt.log.take_whole()
         self._release_devices(attempt.uid)
         self._release_identity(attempt)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, None, outcome.error
+            self._ended_locked(attempt.uid, whole)
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
@@ -671,11 +791,14 @@ class SubprocessRuntime:
         error = error or f"could not start the process: {exc}"
         self._release_devices(attempt.uid)
         self._release_identity(attempt)
+        whole = None
         if attempt.log is not None:
             attempt.log.system(error)
             attempt.log.close()
+            whole = attempt.log.take_whole()
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = TaskState.FAILED, code, error
+            self._ended_locked(attempt.uid, whole)
             attempt.finished_at = time.time()
             attempt.spec = None
             attempt.released = True
@@ -732,9 +855,12 @@ class SubprocessRuntime:
             if attempt.returncode is None or attempt.open_fds or attempt.terminal:
                 return
         if attempt.kill_reason is None and attempt.returncode != 0:
-            fenced = self.state_dir / "fenced" / attempt.uid
-            if fenced.exists():  # killed by the worker's watchdog while the worker was stopped
-                fenced.unlink(missing_ok=True)
+            fenced = f"{self._fenced_path}/{attempt.uid}"
+            if os.path.exists(fenced):  # killed by the worker's watchdog while the worker was stopped
+                try:
+                    os.unlink(fenced)
+                except FileNotFoundError:
+                    pass
                 attempt.kill_reason = KillReason.FENCED
                 attempt.kill_message = _kill_text(KillReason.FENCED)
         outcome = final_outcome(attempt.returncode, attempt.kill_reason, attempt.kill_message)
@@ -744,11 +870,13 @@ class SubprocessRuntime:
             summary += f": {outcome.error}"
         attempt.log.system(summary)
         attempt.log.close()
+        whole = attempt.log.take_whole()
         released = self._tree_gone(attempt)
         if released:
             self._pids.ended(attempt.uid)
         with self._lock:
             attempt.state, attempt.exit_code, attempt.error = outcome.state, outcome.exit_code, outcome.error
+            self._ended_locked(attempt.uid, whole)
             attempt.finished_at = time.time()
             attempt.deadline = attempt.escalate_at = None
             attempt.spec = None  # a finished attempt is kept for a while: drop its (maybe large) payload
@@ -764,6 +892,24 @@ class SubprocessRuntime:
             (info := read_proc(pid)) is None or info.start_ticks != ticks or info.dead
             for pid, ticks in attempt.outsiders.copy().items()
         )
+
+    def _ended_locked(self, uid: str, whole_log: bytes | None) -> None:
+        """Number an end, keeping the attempt's whole log if it stayed small (``take_finished_log``)."""
+        if whole_log is not None:
+            self._small_logs[uid] = whole_log
+            if len(self._small_logs) > _SMALL_LOGS_KEPT:
+                del self._small_logs[next(iter(self._small_logs))]
+        self._changed_locked(uid)
+
+    def _changed_locked(self, uid: str) -> None:
+        """Number a new attempt log or an end (for ``attempts_changed_since``)."""
+        self._change_seq += 1
+        changed_at = self._changed_at
+        changed_at.pop(uid, None)
+        changed_at[uid] = self._change_seq
+        if len(changed_at) > _CHANGES_KEPT:
+            oldest = next(iter(changed_at))
+            self._changes_forgotten = changed_at.pop(oldest)
 
     def _release_locked(self, attempt: _Attempt) -> None:
         """Mark released (the caller has removed the pid record, outside the lock)."""
@@ -844,8 +990,10 @@ class SubprocessRuntime:
             live = [a for a in self._unreleased.values() if a.state is TaskState.RUNNING]
             unreleased = [a for a in self._unreleased.values() if a.terminal]
         running = [a for a in live if a.returncode is None and a.popen is not None]
+        # One scan of /proc serves every memory check and escalation of this tick (the release
+        # checks below do not read it).
         table: ProcTable | None = None
-        if any(a.memory_limit > 0 for a in running) or unreleased:
+        if any(a.memory_limit > 0 for a in running):
             table = scan_process_table()
         rss: dict[str, int] = {}
         views = []
@@ -942,16 +1090,17 @@ class SubprocessRuntime:
                 if attempt is not None and not (attempt.terminal and attempt.released):
                     continue  # a newer run of the same uid: it re-enters the queue when it ends
                 self._attempts.pop(uid, None)
+                self._small_logs.pop(uid, None)
                 doomed.append(uid)
         for uid in doomed:
             if SAFE_UID.match(uid):
-                remove_log(attempt_log_path(self.attempts_dir, uid))
+                remove_log(attempt_log_path(self._attempts_path, uid))
                 if self._isolation is None:
                     try:
-                        os.unlink(self.attempts_dir / f"{uid}.callable.pkl")
+                        os.unlink(f"{self._attempts_path}/{uid}.callable.pkl")
                     except FileNotFoundError:
                         pass
-                shutil.rmtree(self.tasks_dir / uid, ignore_errors=True)
+                shutil.rmtree(f"{self._tasks_path}/{uid}", ignore_errors=True)
 
     def _adopt_previous_logs(self) -> None:
         """Attempts of a previous run stay readable (as finished logs) until retention drops them."""

@@ -8,6 +8,10 @@ slow or absent controller only makes the next push larger (up to the bound) or l
 Lines are numbered per attempt; the controller answers how many it holds, and a shipper that
 lost its place (either side restarted) rewinds or skips to that line. An attempt is done once it
 has ended and the controller has acknowledged its last line as final.
+
+Each cycle costs per attempt being shipped, not per attempt the worker remembers: the runtime
+tells which attempts got a log or ended since the previous cycle, paths are plain strings, and a
+log with nothing new costs one ``stat``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ HTTP_TIMEOUT_S = 10.0
 _BACKOFF_MAX_S = 5.0
 _USAGE_EVERY_S = 2.0
 _HEAD_BYTES = 40
+_O_RDONLY = os.O_RDONLY | os.O_CLOEXEC
 ROTATED_AWAY = (
     "output missing here: the worker's log rotation dropped it before it could be sent to the controller"
 )
@@ -39,7 +44,7 @@ ROTATED_AWAY = (
 @dataclass(slots=True)
 class _Cursor:
     uid: str
-    path: Path
+    path: str
     next_line: int = 0
     byte_pos: int = 0
     inode: int = 0
@@ -62,10 +67,11 @@ class LogShipper:
         self,
         controller_url: str,
         worker_id: str,
-        attempts_dir: Path,
-        attempts: Callable[[], Mapping[str, bool]],
+        attempts_dir: str | Path,
+        attempts: Callable[[int], tuple[int, Mapping[str, bool]]],
         *,
         usage: Callable[[str], AttemptUsage | None] | None = None,
+        finished_log: Callable[[str], bytes | None] | None = None,
         token: str | None = None,
         interval_s: float = 0.05,
         max_push_bytes: int = 256 * 1024,
@@ -73,9 +79,17 @@ class LogShipper:
         self._controller_url = controller_url.rstrip("/")
         self._token = token
         self._worker_id = worker_id
-        self._dir = Path(attempts_dir)
+        """``attempts(mark)`` answers (a new mark, attempt uid -> whether it has ended) for every
+        attempt whose log was made or that ended after ``mark``, every attempt known for mark 0
+        (``SubprocessRuntime.attempts_changed_since``); the next call passes the new mark.
+        ``finished_log(uid)`` may hand over an ended attempt's whole log file content
+        (``SubprocessRuntime.take_finished_log``): an attempt shipped from its first line then
+        costs no file read."""
+        self._dir = os.fspath(attempts_dir)
         self._attempts = attempts
+        self._mark = 0
         self._usage = usage
+        self._finished_log = finished_log
         self._interval_s = interval_s
         self._max_push_bytes = max_push_bytes
         self._cursors: dict[str, _Cursor] = {}
@@ -120,7 +134,7 @@ class LogShipper:
         for name in names:
             uid = logged_attempt(name)
             if uid is not None:
-                self._cursors[uid] = _Cursor(uid, self._dir / name, probe=True, ended=True)
+                self._cursors[uid] = _Cursor(uid, f"{self._dir}/{name}", probe=True, ended=True)
 
     def _loop(self) -> None:
         backoff = self._interval_s
@@ -155,9 +169,13 @@ class LogShipper:
                 chunks.append(LogChunk(attempt_uid=cursor.uid, first_line=0, data=""))
                 sizes[cursor.uid] = (0, 0)
                 continue
-            data, lines, used, complete = self._read_new(cursor, budget) if budget > 0 else (b"", 0, 0, False)
             if budget <= 0:
+                data, lines, used, complete = b"", 0, 0, False
                 more = True
+            else:
+                data, lines, used, complete = self._from_memory(cursor, budget) or self._read_new(
+                    cursor, budget
+                )
             usage = None
             if self._usage is not None and (cursor.ended or now - cursor.usage_sent_at >= _USAGE_EVERY_S):
                 usage = self._usage(cursor.uid)
@@ -206,7 +224,8 @@ class LogShipper:
         return more
 
     def _discover(self) -> None:
-        for uid, ended in self._attempts().items():
+        self._mark, changed = self._attempts(self._mark)
+        for uid, ended in changed.items():
             cursor = self._cursors.get(uid)
             if cursor is None:
                 if uid in self._done:
@@ -223,6 +242,22 @@ class LogShipper:
         if len(self._done) > 100_000:
             self._done.clear()  # the runtime forgets old attempts long before this
 
+    def _from_memory(self, cursor: _Cursor, budget: int) -> tuple[bytes, int, int, bool] | None:
+        """``_read_new``'s answer for an ended attempt nothing of which was read yet, from the log
+        content the runtime kept (the file's whole content: written, closed, never rotated)."""
+        if (
+            self._finished_log is None
+            or not cursor.ended
+            or cursor.inode
+            or cursor.byte_pos
+            or cursor.next_line
+        ):
+            return None
+        whole = self._finished_log(cursor.uid)
+        if whole is None or len(whole) > budget or not whole.endswith(b"\n"):
+            return None  # read the file instead (it holds the same bytes)
+        return whole, whole.count(b"\n"), len(whole), True
+
     def _read_new(
         self, cursor: _Cursor, budget: int, *, locate: bool = False
     ) -> tuple[bytes, int, int, bool]:
@@ -233,22 +268,22 @@ class LogShipper:
         sent (the controller was away that long), the log goes on from the oldest file left, after
         one line saying output is missing.
         """
-        try:
-            quick = os.stat(cursor.path)
-        except FileNotFoundError:
-            return b"", 0, 0, True
-        if quick.st_ino == cursor.inode and quick.st_size == cursor.byte_pos:
-            return b"", 0, 0, True  # nothing new (the common case: no need to open the file)
-        current = (
-            not locate and cursor.inode and quick.st_ino == cursor.inode and quick.st_size > cursor.byte_pos
-        )
+        current = False
+        if cursor.inode:  # a file read before (a new cursor's inode is 0: it has to be located)
+            try:
+                quick = os.stat(cursor.path)
+            except FileNotFoundError:
+                return b"", 0, 0, True
+            if quick.st_ino == cursor.inode and quick.st_size == cursor.byte_pos:
+                return b"", 0, 0, True  # nothing new (the common case: no need to open the file)
+            current = not locate and quick.st_ino == cursor.inode and quick.st_size > cursor.byte_pos
         path, lost = (cursor.path, False) if current else self._locate(cursor)
         try:
-            f = open(path, "rb")  # noqa: SIM115 - closed below
+            fd = os.open(path, _O_RDONLY)
         except FileNotFoundError:
-            return b"", 0, 0, False
-        with f:
-            fd = f.fileno()
+            # A new attempt's log not made yet reads as complete and empty, as before it is found.
+            return b"", 0, 0, not cursor.inode and path == cursor.path
+        try:
             stat = os.fstat(fd)
             if current and os.pread(fd, len(cursor.head), 0) != cursor.head:
                 # Not the file the cursor was in: a new one that got its (freed) inode number.
@@ -256,34 +291,40 @@ class LogShipper:
             prefix = encode_line(time.time(), "system", ROTATED_AWAY) if lost else b""
             if cursor.inode != stat.st_ino:
                 cursor.inode, cursor.head = stat.st_ino, b""
-            if len(cursor.head) < _HEAD_BYTES:
-                cursor.head = os.pread(fd, _HEAD_BYTES, 0)
             data = b""
             if stat.st_size > cursor.byte_pos:
                 data = os.pread(fd, min(budget, stat.st_size - cursor.byte_pos), cursor.byte_pos)
+            if len(cursor.head) < _HEAD_BYTES:
+                # Read from the start, the data holds the head: no second read.
+                head_in_data = cursor.byte_pos == 0 and len(data) >= _HEAD_BYTES
+                cursor.head = data[:_HEAD_BYTES] if head_in_data else os.pread(fd, _HEAD_BYTES, 0)
+        finally:
+            os.close(fd)
         cut = data.rfind(b"\n") + 1
         data = data[:cut]
         # A half-written last line (no newline yet) waits for the next cycle.
         reached_end = path == cursor.path and cursor.byte_pos + cut >= stat.st_size
         return prefix + data, prefix.count(b"\n") + data.count(b"\n"), len(data), reached_end
 
-    def _is_cursors_file(self, path: Path, cursor: _Cursor) -> int | None:
+    def _is_cursors_file(self, path: str, cursor: _Cursor) -> int | None:
         """The size of ``path`` if it is the file the cursor is in (inode and first bytes agree)."""
         try:
-            with open(path, "rb") as f:
-                fd = f.fileno()
-                stat = os.fstat(fd)
-                if stat.st_ino != cursor.inode or os.pread(fd, len(cursor.head), 0) != cursor.head:
-                    return None
-                return stat.st_size
+            fd = os.open(path, _O_RDONLY)
         except FileNotFoundError:
             return None
+        try:
+            stat = os.fstat(fd)
+            if stat.st_ino != cursor.inode or os.pread(fd, len(cursor.head), 0) != cursor.head:
+                return None
+            return stat.st_size
+        finally:
+            os.close(fd)
 
-    def _locate(self, cursor: _Cursor) -> tuple[Path, bool]:
+    def _locate(self, cursor: _Cursor) -> tuple[str, bool]:
         """(the file to read next, whether output was dropped before it could be read)."""
-        files = rotated_paths(cursor.path)
         if not cursor.inode:
             return self._oldest_file(cursor), False  # a log first seen after it rotated: from its start
+        files = rotated_paths(cursor.path)
         for k, path in enumerate(files):
             size = self._is_cursors_file(path, cursor)
             if size is None:
@@ -291,23 +332,23 @@ class LogShipper:
             if path == cursor.path or cursor.byte_pos < size:
                 return path, False
             # Read to its end (a rotated file never grows): the next newer file, from its start.
-            newer = next((p for p in files[k + 1 :] if p.exists()), cursor.path)
+            newer = next((p for p in files[k + 1 :] if os.path.exists(p)), cursor.path)
             _relocated(cursor)
             return newer, False
         _relocated(cursor)
         return self._oldest_file(cursor), True
 
-    def _oldest_file(self, cursor: _Cursor) -> Path:
+    def _oldest_file(self, cursor: _Cursor) -> str:
         # Rotation always leaves a ``.1``: without one the log has never rotated (most logs; this
         # runs for every new attempt, so it stats one name, not all of them).
         if not os.path.exists(f"{cursor.path}.1"):
             return cursor.path
-        return next((path for path in rotated_paths(cursor.path) if path.exists()), cursor.path)
+        return next((path for path in rotated_paths(cursor.path) if os.path.exists(path)), cursor.path)
 
     def _seek(self, cursor: _Cursor, line: int) -> None:
         """Put the cursor at line ``line`` of the log (counting from the start of its oldest file)."""
         number = 0
-        files = [p for p in rotated_paths(cursor.path) if p.exists()] or [cursor.path]
+        files = [p for p in rotated_paths(cursor.path) if os.path.exists(p)] or [cursor.path]
         for k, path in enumerate(files):
             position = 0
             try:

@@ -176,15 +176,15 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     metrics: WorkerMetrics | None = None
 
     def attempt_changed(uid: str) -> None:
+        """Runs on a runtime thread at every attempt change: one state lookup, no snapshot."""
         link.state_changed()
         if metrics is not None:
-            phase = metrics.attempt_changed(uid)
-            if phase is Phase.FINISHED:
-                snap = runtime.snapshot(uid)
+            known = runtime.state_of(uid)
+            if known is not None and metrics.attempt_changed(uid, *known) is Phase.FINISHED:
                 logger.info(
                     "attempt %s ended: %s",
                     uid,
-                    snap.state.value if snap else "?",
+                    known[0].value,
                     extra={"attempt_uid": uid, "worker_id": worker_id},
                 )
 
@@ -210,8 +210,9 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         config.controller_url,
         worker_id,
         runtime.attempts_dir,
-        runtime.terminal_by_uid,
+        runtime.attempts_changed_since,
         usage=usage.usage,
+        finished_log=runtime.take_finished_log,
         token=token,
     )
     heartbeat = Heartbeat(state_dir)
@@ -226,9 +227,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     watchdog = start_watchdog(state_dir, worker_id)
     health = HealthCache(state_dir, runtime.running_count)
     service = WorkerService(worker_id, runtime, health, link)
-    metrics = WorkerMetrics(
-        snapshot=runtime.snapshot, running_attempts=runtime.running_count, health=health.current
-    )
+    metrics = WorkerMetrics(running_attempts=runtime.running_count, health=health.current)
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(service, verifier, metrics),

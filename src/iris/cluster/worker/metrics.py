@@ -26,7 +26,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
-from iris.rpc.models import AttemptObservation, WorkerHealth
+from iris.rpc.models import WorkerHealth
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 RECONCILE_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -44,14 +44,12 @@ class WorkerMetrics:
     def __init__(
         self,
         *,
-        snapshot: Callable[[str], AttemptObservation | None],
         running_attempts: Callable[[], int],
         health: Callable[[], WorkerHealth],
     ) -> None:
         disable_created_metrics()  # no *_created series: they double the output and nobody graphs them
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        self._snapshot = snapshot
         self.attempts_started = Counter(
             "iris_worker_attempts_started", "Attempts whose process started on this worker.", registry=r
         )
@@ -70,31 +68,33 @@ class WorkerMetrics:
         ProcessCollector(registry=r)  # process_cpu_seconds_total, process_resident_memory_bytes, fds
         r.register(_LoadCollector(running_attempts, health))
         self._seen: OrderedDict[str, Phase] = OrderedDict()
+        # The counter of each outcome, looked up once (``labels()`` costs microseconds a call).
+        self._finished_by_outcome: dict[TaskState, Any] = {}
         self._lock = threading.Lock()  # notifications come from several runtime threads
 
-    def attempt_changed(self, attempt_uid: str) -> Phase | None:
-        """Call on every runtime change notification; returns the phase newly counted, if any."""
-        snap = self._snapshot(attempt_uid)
-        if snap is None:
-            return None
+    def attempt_changed(self, attempt_uid: str, state: TaskState, started: bool) -> Phase | None:
+        """Call on every runtime change notification with the attempt's state and whether its
+        process ever started; returns the phase newly counted, if any."""
         with self._lock:
-            return self._count(attempt_uid, snap)
-
-    def _count(self, attempt_uid: str, snap: AttemptObservation) -> Phase | None:
-        previous = self._seen.get(attempt_uid)
-        if snap.state in TERMINAL_TASK_STATES:
-            if previous is Phase.FINISHED:
-                return None
-            if previous is None and snap.started_at is not None:
-                self.attempts_started.inc()  # started and ended between two notifications
-            self.attempts_finished.labels(outcome=snap.state.value).inc()
-            self._remember(attempt_uid, Phase.FINISHED)
-            return Phase.FINISHED
-        if previous is None and snap.state is TaskState.RUNNING:
-            self.attempts_started.inc()
-            self._remember(attempt_uid, Phase.STARTED)
-            return Phase.STARTED
-        return None
+            previous = self._seen.get(attempt_uid)
+            if state in TERMINAL_TASK_STATES:
+                if previous is Phase.FINISHED:
+                    return None
+                if previous is None and started:
+                    self.attempts_started.inc()  # started and ended between two notifications
+                finished = self._finished_by_outcome.get(state)
+                if finished is None:
+                    finished = self._finished_by_outcome[state] = self.attempts_finished.labels(
+                        outcome=state.value
+                    )
+                finished.inc()
+                self._remember(attempt_uid, Phase.FINISHED)
+                return Phase.FINISHED
+            if previous is None and state is TaskState.RUNNING:
+                self.attempts_started.inc()
+                self._remember(attempt_uid, Phase.STARTED)
+                return Phase.STARTED
+            return None
 
     def _remember(self, attempt_uid: str, phase: Phase) -> None:
         self._seen[attempt_uid] = phase

@@ -55,7 +55,7 @@ class WorkerService:
         if self._link is not None:
             self._link.reached(renew_lease=request.renew_lease)
         with self._lock:
-            local_terminal = self._runtime.terminal_by_uid()
+            local_terminal = self._runtime.terminal_of(entry.attempt_uid for entry in request.attempts)
             self._killed_zombies &= {uid for uid, terminal in local_terminal.items() if not terminal}
             plan = plan_worker_reconcile(
                 request.attempts,
