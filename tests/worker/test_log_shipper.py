@@ -26,6 +26,7 @@ class StoreServer:
     def __init__(self, root: Path) -> None:
         self.store = LogStore(root)
         self.available = True
+        self.refused = 0  # pushes answered 503
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -35,6 +36,7 @@ class StoreServer:
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
                 if not server.available:
+                    server.refused += 1
                     self.send_response(503)
                     self.send_header("content-length", "0")
                     self.end_headers()
@@ -141,6 +143,35 @@ def test_output_rotated_away_while_the_controller_was_away_is_marked_and_the_res
     assert rest == list(range(rest[0], 2020)) and rest[0] > 20
     kept = sum(p.stat().st_size for p in rotated_paths(attempt_log_path(attempts, UID)) if p.exists())
     assert kept <= 20_000
+
+
+def test_the_rotated_away_marker_outlives_a_failed_push_that_carried_it(
+    server: StoreServer, tmp_path: Path
+) -> None:
+    """The shipper notices the loss while the controller is still away: the push carrying the
+    marker fails, and the marker still arrives (once) with the next push that gets through."""
+    attempts, log = attempt_log(tmp_path, max_bytes=20_000)
+    ended = {UID: False}
+    s = shipper(server, attempts, ended)
+    s.start()
+    try:
+        write(log, 0, 20)
+        wait_until(lambda: len(server.lines()) == 20)
+        server.available = False
+        write(log, 20, 2000)  # rotates most of it away
+        refused = server.refused
+        wait_until(lambda: server.refused >= refused + 2)  # pushes made after the loss, refused
+        log.close()
+        ended[UID] = True
+        server.available = True
+        wait_until(lambda: s.backlog() == 0)
+    finally:
+        s.stop()
+    lines = server.lines()
+    assert lines[:20] == [f"line {i:05d} padded to be a little longer" for i in range(20)]
+    assert lines[20] == ROTATED_AWAY and lines.count(ROTATED_AWAY) == 1
+    rest = [int(line.split()[1]) for line in lines[21:]]
+    assert rest == list(range(rest[0], 2020)) and rest[0] > 20
 
 
 def test_a_restarted_shipper_resumes_a_rotated_log_where_the_store_stopped(

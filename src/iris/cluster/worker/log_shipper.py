@@ -54,6 +54,9 @@ class _Cursor:
     probe: bool = False
     ended: bool = False
     usage_sent_at: float = 0.0
+    # Output was rotated away before it was read: the marker line leads every push until one is
+    # acknowledged (a push that failed must not take the marker with it).
+    lost_output: bool = False
 
 
 def _relocated(cursor: _Cursor) -> _Cursor:
@@ -217,6 +220,7 @@ class LogShipper:
                 cursor.next_line += lines
                 cursor.byte_pos += size
                 self.lines_shipped += lines
+                cursor.lost_output = cursor.lost_output and not lines
             else:
                 self._seek(cursor, ack.lines)
                 more = True
@@ -274,7 +278,7 @@ class LogShipper:
                 quick = os.stat(cursor.path)
             except FileNotFoundError:
                 return b"", 0, 0, True
-            if quick.st_ino == cursor.inode and quick.st_size == cursor.byte_pos:
+            if quick.st_ino == cursor.inode and quick.st_size == cursor.byte_pos and not cursor.lost_output:
                 return b"", 0, 0, True  # nothing new (the common case: no need to open the file)
             current = not locate and quick.st_ino == cursor.inode and quick.st_size > cursor.byte_pos
         path, lost = (cursor.path, False) if current else self._locate(cursor)
@@ -288,7 +292,8 @@ class LogShipper:
             if current and os.pread(fd, len(cursor.head), 0) != cursor.head:
                 # Not the file the cursor was in: a new one that got its (freed) inode number.
                 return self._read_new(cursor, budget, locate=True)
-            prefix = encode_line(time.time(), "system", ROTATED_AWAY) if lost else b""
+            cursor.lost_output = cursor.lost_output or lost
+            prefix = encode_line(time.time(), "system", ROTATED_AWAY) if cursor.lost_output else b""
             if cursor.inode != stat.st_ino:
                 cursor.inode, cursor.head = stat.st_ino, b""
             data = b""
