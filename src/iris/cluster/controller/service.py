@@ -422,10 +422,7 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             counts = store.task_counts_for_jobs(cur, [r.job_id for r in rows])
             waiting = [r.job_id for r in rows if r.state.value in ("PENDING", "RUNNING")]
             reasons = store.pending_reasons_for_jobs(cur, waiting)
-        jobs = [
-            views.job_status(r, counts[r.job_id]).model_copy(update={"pending_reason": reasons.get(r.job_id)})
-            for r in rows
-        ]
+        jobs = [views.job_status(r, counts[r.job_id], reasons.get(r.job_id)) for r in rows]
         return model_response(JobList(jobs=jobs, total=total, offset=offset))
 
     add_log_routes(

@@ -10,17 +10,31 @@ from iris.cluster.controller import store
 from iris.rpc.enums import TaskState
 from iris.rpc.models import DEFAULT_TASK_PAGE, AttemptStatus, JobDetail, JobStatus, ResourceSpec, TaskStatus
 
+# A list page shows the same jobs on every refresh, and a stored spec never changes: its list
+# fields are kept by the spec's text (bounded; the oldest entry goes first).
+_LIST_FIELDS_KEPT = 4096
+_list_fields_kept: dict[str, tuple[str, ResourceSpec]] = {}
+
 
 def _list_fields(spec_json: str) -> tuple[str, ResourceSpec]:
     """The entrypoint's description and the resources, without validating the whole spec (a list
     page shows hundreds of jobs; their specs were validated when submitted)."""
+    kept = _list_fields_kept.get(spec_json)
+    if kept is not None:
+        return kept
     data = json.loads(spec_json)
     entry = data.get("entrypoint") or {}
     text = " ".join(entry.get("argv") or []) if entry.get("kind") == "command" else "<python callable>"
-    return text, ResourceSpec.model_validate(data.get("resources") or {})
+    fields = text, ResourceSpec.model_validate(data.get("resources") or {})
+    if len(_list_fields_kept) >= _LIST_FIELDS_KEPT:
+        _list_fields_kept.pop(next(iter(_list_fields_kept)), None)
+    _list_fields_kept[spec_json] = fields
+    return fields
 
 
-def job_status(row: store.JobRow, counts: dict[str, int] | None = None) -> JobStatus:
+def job_status(
+    row: store.JobRow, counts: dict[str, int] | None = None, pending_reason: str | None = None
+) -> JobStatus:
     entrypoint, resources = _list_fields(row.spec_json)
     return JobStatus(
         job_id=row.job_id,
@@ -36,6 +50,7 @@ def job_status(row: store.JobRow, counts: dict[str, int] | None = None) -> JobSt
         finished_at=row.finished_at,
         exit_code=row.exit_code,
         error=row.error,
+        pending_reason=pending_reason,
         entrypoint=entrypoint,
         resources=resources,
     )
