@@ -37,6 +37,7 @@ from iris.cluster.runtime.attempt_log import (
     rotated_paths,
 )
 from iris.cluster.runtime.disk import MIN_FREE_DISK_BYTES, DiskView, decide_disk, dir_usage
+from iris.cluster.runtime.exec_path import resolve_executable
 from iris.cluster.runtime.inspect import describe_processes, run_beside
 from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
@@ -705,6 +706,8 @@ class SubprocessRuntime:
             "stdout": out_w,
             "stderr": err_w,
             "start_new_session": True,
+            # Popen would join the name to every PATH directory at every start.
+            "executable": resolve_executable(argv[0], env.get("PATH", os.defpath)),
         }
         try:
             if self._spawner is None:
