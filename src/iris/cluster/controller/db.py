@@ -212,6 +212,24 @@ MIGRATIONS: list[str] = [
     CREATE INDEX jobs_unstarted_with_deadline ON jobs(scheduling_deadline)
         WHERE scheduling_deadline IS NOT NULL AND started_at IS NULL AND state IN ('PENDING', 'RUNNING');
     """,
+    # 8: root jobs counted by state too: the dashboard's jobs page (roots only) had its total
+    # counted by walking every root job (6 ms at 100,000)
+    """
+    INSERT INTO state_counts SELECT 'root_job', state, count(*) FROM jobs WHERE parent_job_id IS NULL GROUP BY state;
+    CREATE TRIGGER root_jobs_counted AFTER INSERT ON jobs WHEN new.parent_job_id IS NULL BEGIN
+        INSERT INTO state_counts VALUES ('root_job', new.state, 1)
+            ON CONFLICT (kind, state) DO UPDATE SET n = n + 1;
+    END;
+    CREATE TRIGGER root_jobs_uncounted AFTER DELETE ON jobs WHEN old.parent_job_id IS NULL BEGIN
+        UPDATE state_counts SET n = n - 1 WHERE kind = 'root_job' AND state = old.state;
+    END;
+    CREATE TRIGGER root_jobs_recounted AFTER UPDATE OF state ON jobs
+        WHEN old.state IS NOT new.state AND new.parent_job_id IS NULL BEGIN
+        UPDATE state_counts SET n = n - 1 WHERE kind = 'root_job' AND state = old.state;
+        INSERT INTO state_counts VALUES ('root_job', new.state, 1)
+            ON CONFLICT (kind, state) DO UPDATE SET n = n + 1;
+    END;
+    """,
 ]
 
 

@@ -249,7 +249,15 @@ def list_jobs(
     )
     order = "DESC" if descending else "ASC"
     ordering = f"ORDER BY {column} {order}, job_id {order}"  # one direction: an index walk serves it
-    total = cur.execute(f"SELECT count(*) FROM jobs {clause}", args).fetchone()[0]
+    if submitted_since is None and not (user or name_contains or parent):
+        # Filtered by state and root-ness at most: the trigger-kept counts answer (db.py).
+        kind = "root_job" if roots_only else "job"
+        chosen = f" AND state IN ({','.join('?' * len(states))})" if states else ""
+        total = cur.execute(
+            f"SELECT coalesce(sum(n), 0) FROM state_counts WHERE kind = ?{chosen}", [kind, *states]
+        ).fetchone()[0]
+    else:
+        total = cur.execute(f"SELECT count(*) FROM jobs {clause}", args).fetchone()[0]
     # The page's rowids from the index alone (an OFFSET skips index entries, not whole rows),
     # then those rows.
     rows = cur.execute(
