@@ -17,6 +17,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from local_throughput import TRUE, run_tasks_job
@@ -44,9 +45,10 @@ ray.shutdown()
 """
 
 
-def iris_round(tasks: int, workers: int, index: int) -> float:
+def iris_round(tasks: int, workers: int, index: int, state_dir: Path) -> float:
     res = ResourceSpec(cpu="0.1", memory="16MB")
-    with IrisClient.local(workers=workers, worker_cpu="16", worker_memory="16GB") as client:
+    cluster = {"worker_cpu": "16", "worker_memory": "16GB", "state_dir": state_dir}
+    with IrisClient.local(workers=workers, **cluster) as client:
         client.submit(TRUE, name="warmup", replicas=workers * 4, resources=res).wait(timeout=60)
         return tasks / run_tasks_job(client, f"vs-ray-{index}", tasks, res)
 
@@ -97,8 +99,12 @@ def main() -> None:
     )
     ours, theirs = [], []
     version = ""
+    # Every round's files stay until the end, as Ray's session directories do: deleting a round's
+    # ~10,000 files right before the next round made its file creations pay for them (a
+    # journal-less ext4 skips recently freed inodes, reading each; docs/performance.md).
+    kept = tempfile.TemporaryDirectory(prefix="iris-vs-ray-")
     for index in range(args.runs):
-        ours.append(iris_round(args.tasks, args.workers, index))
+        ours.append(iris_round(args.tasks, args.workers, index, Path(kept.name) / f"round-{index}"))
         report.note(f"round {index}: iris {ours[-1]:.0f} tasks/s")
         if args.ray_python is not None:
             rate, version = ray_round(args.ray_python, args.tasks)
@@ -113,6 +119,7 @@ def main() -> None:
         report.figure("iris / ray, per round", ratios, "x", at_least(1.0))
     else:
         print("(no --ray-python given: Ray not measured)", file=sys.stderr)
+    kept.cleanup()
 
 
 if __name__ == "__main__":
