@@ -79,10 +79,13 @@ class ControllerLink:
         self._nudge_wanted.set()
 
     def state_changed(self) -> None:
-        """An attempt changed state (any thread; cheap)."""
+        """An attempt changed state (any thread; cheap). While a nudge awaits its reconcile the
+        nudge loop is not woken: that reconcile, or the repeat after NUDGE_REPEAT_S, covers it."""
         with self._lock:
             self._change_seq += 1
-        self._nudge_wanted.set()
+            awaiting = self._nudged_at is not None
+        if not awaiting:
+            self._nudge_wanted.set()
 
     def change_mark(self) -> int:
         """The number of the latest state change. Take it just before reading attempt states for a
