@@ -117,9 +117,10 @@ def test_a_log_that_rotated_before_it_was_shipped_arrives_whole_and_in_order(
     assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(350)]
 
 
-def test_output_rotated_away_while_the_controller_was_away_is_marked_and_the_rest_arrives(
-    server: StoreServer, tmp_path: Path
-) -> None:
+def ship_through_an_outage(server: StoreServer, tmp_path: Path, *, refused_pushes: int = 0) -> list[str]:
+    """20 lines shipped, then 2,000 more (~160 KB: eight times what the worker keeps) written while
+    the controller answers 503; after ``refused_pushes`` pushes refused since, the attempt ends
+    and the controller comes back. Returns the lines the store holds once the shipper is done."""
     attempts, log = attempt_log(tmp_path, max_bytes=20_000)
     ended = {UID: False}
     s = shipper(server, attempts, ended)
@@ -128,21 +129,29 @@ def test_output_rotated_away_while_the_controller_was_away_is_marked_and_the_res
         write(log, 0, 20)
         wait_until(lambda: len(server.lines()) == 20)
         server.available = False
-        write(log, 20, 2000)  # ~160 KB: eight times what the worker keeps
+        write(log, 20, 2000)
+        refused = server.refused
+        wait_until(lambda: server.refused >= refused + refused_pushes)  # pushes made after the loss
         log.close()
         ended[UID] = True
         server.available = True
         wait_until(lambda: s.backlog() == 0)
     finally:
         s.stop()
-    lines = server.lines()
+    kept = sum(p.stat().st_size for p in rotated_paths(attempt_log_path(attempts, UID)) if p.exists())
+    assert kept <= 20_000
+    return server.lines()
+
+
+def test_output_rotated_away_while_the_controller_was_away_is_marked_and_the_rest_arrives(
+    server: StoreServer, tmp_path: Path
+) -> None:
+    lines = ship_through_an_outage(server, tmp_path)
     assert lines[:20] == [f"line {i:05d} padded to be a little longer" for i in range(20)]
     assert lines[20] == ROTATED_AWAY
     rest = [int(line.split()[1]) for line in lines[21:]]
     # What the worker still held: contiguous, up to the very last line, nothing twice.
     assert rest == list(range(rest[0], 2020)) and rest[0] > 20
-    kept = sum(p.stat().st_size for p in rotated_paths(attempt_log_path(attempts, UID)) if p.exists())
-    assert kept <= 20_000
 
 
 def test_the_rotated_away_marker_outlives_a_failed_push_that_carried_it(
@@ -150,24 +159,7 @@ def test_the_rotated_away_marker_outlives_a_failed_push_that_carried_it(
 ) -> None:
     """The shipper notices the loss while the controller is still away: the push carrying the
     marker fails, and the marker still arrives (once) with the next push that gets through."""
-    attempts, log = attempt_log(tmp_path, max_bytes=20_000)
-    ended = {UID: False}
-    s = shipper(server, attempts, ended)
-    s.start()
-    try:
-        write(log, 0, 20)
-        wait_until(lambda: len(server.lines()) == 20)
-        server.available = False
-        write(log, 20, 2000)  # rotates most of it away
-        refused = server.refused
-        wait_until(lambda: server.refused >= refused + 2)  # pushes made after the loss, refused
-        log.close()
-        ended[UID] = True
-        server.available = True
-        wait_until(lambda: s.backlog() == 0)
-    finally:
-        s.stop()
-    lines = server.lines()
+    lines = ship_through_an_outage(server, tmp_path, refused_pushes=2)
     assert lines[:20] == [f"line {i:05d} padded to be a little longer" for i in range(20)]
     assert lines[20] == ROTATED_AWAY and lines.count(ROTATED_AWAY) == 1
     rest = [int(line.split()[1]) for line in lines[21:]]

@@ -511,9 +511,7 @@ class SubprocessRuntime:
         """
         with self._lock:
             if mark <= 0 or mark < self._changes_forgotten:
-                return self._change_seq, {
-                    uid: a.state in TERMINAL_TASK_STATES for uid, a in self._attempts.items()
-                }
+                return self._change_seq, self.terminal_by_uid()  # (the lock is reentrant)
             changed: dict[str, bool] = {}
             for uid, seq in reversed(self._changed_at.items()):
                 if seq <= mark:
