@@ -234,6 +234,18 @@ MIGRATIONS: list[str] = [
             ON CONFLICT (kind, state) DO UPDATE SET n = n + 1;
     END;
     """,
+    # 9: a job row names its run: a job token carries it, so a replaced run's tokens are refused
+    """
+    ALTER TABLE jobs ADD COLUMN run_uid TEXT NOT NULL DEFAULT '';
+    """,
+    # 10: who uploaded each bundle: a user reads, checks for and submits with their own bundles only
+    """
+    CREATE TABLE bundle_owners (
+        bundle_id TEXT NOT NULL,
+        user TEXT NOT NULL,
+        PRIMARY KEY (bundle_id, user)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 
