@@ -234,6 +234,14 @@ MIGRATIONS: list[str] = [
     """
     ALTER TABLE jobs ADD COLUMN run_uid TEXT NOT NULL DEFAULT '';
     """,
+    # 10: who uploaded each bundle: a user reads, checks for and submits with their own bundles only
+    """
+    CREATE TABLE bundle_owners (
+        bundle_id TEXT NOT NULL,
+        user TEXT NOT NULL,
+        PRIMARY KEY (bundle_id, user)
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

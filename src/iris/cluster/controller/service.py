@@ -26,13 +26,21 @@ from iris import __version__
 from iris.cluster.controller import store, views
 from iris.cluster.controller.auth import Principal
 from iris.cluster.controller.backend import dashboard_backend_descriptor
+from iris.cluster.controller.bundles import check_bundle_id
 from iris.cluster.controller.controller import Controller
 from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.log_routes import add_log_routes, attach_failures
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
 from iris.cluster.types import JobName
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState
-from iris.rpc.errors import InvalidArgument, IrisError, NotFound, NotImplementedForBackend, PermissionDenied
+from iris.rpc.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    IrisError,
+    NotFound,
+    NotImplementedForBackend,
+    PermissionDenied,
+)
 from iris.rpc.models import (
     DEFAULT_TASK_PAGE,
     MAX_TASK_PAGE,
@@ -384,30 +392,44 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     # ---- workspace bundles (content-addressed archives; see controller/bundles.py)
 
+    def readable_bundle(bundle_id: str) -> Path:
+        """The bundle's file if the caller may read it: a user (or job token) reads only bundles
+        they uploaded; another user's answers exactly as a missing one (no existence oracle)."""
+        check_bundle_id(bundle_id)
+        principal = who()
+        if principal.role == "user":
+            with controller.db.read() as cur:
+                mine = store.user_has_bundle(cur, principal.user or "", bundle_id)
+            if not mine:
+                raise NotFound(f"bundle {bundle_id} is not on this controller (never uploaded, or collected)")
+        return controller.bundles.open_path(bundle_id)
+
     @app.head("/api/v1/bundles/{bundle_id}")
     def bundle_exists(bundle_id: str) -> Response:
-        size = controller.bundles.open_path(bundle_id).stat().st_size
+        size = readable_bundle(bundle_id).stat().st_size
         return Response(status_code=200, headers={"content-length": str(size)})
 
     @app.get("/api/v1/bundles/{bundle_id}")
     def get_bundle(bundle_id: str) -> FileResponse:
-        principal = who()
-        if principal.role == "user":  # another user's workspace is not theirs to read
-            with controller.db.read() as cur:
-                mine = store.user_has_bundle(cur, principal.user, bundle_id)
-            if not mine:
-                raise NotFound(f"bundle {bundle_id} is not on this controller (never uploaded, or collected)")
-        return FileResponse(controller.bundles.open_path(bundle_id), media_type="application/gzip")
+        return FileResponse(readable_bundle(bundle_id), media_type="application/gzip")
 
     @app.put("/api/v1/bundles/{bundle_id}", status_code=201)
     async def put_bundle(bundle_id: str, request: Request) -> Response:
-        who().may_use_jobs()
+        principal = who()
+        principal.may_use_jobs()
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > controller.bundles.max_upload_bytes:
             raise InvalidArgument(
                 f"the bundle is {declared} bytes, over this controller's {controller.bundles.max_upload_bytes}-byte limit"
             )
         created = await run_in_threadpool(controller.bundles.put, bundle_id, await request.body())
+        if principal.role == "user":  # 201 when new to this user, whoever else uploaded the same bytes
+
+            def own() -> bool:
+                with controller.db.transaction() as cur:
+                    return store.add_bundle_owner(cur, bundle_id, principal.user or "")
+
+            created = await run_in_threadpool(own)
         return Response(status_code=201 if created else 200)
 
     @app.post("/api/v1/jobs", response_model=SubmitResponse, openapi_extra=json_body(JobSpec))
@@ -437,6 +459,11 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         if principal.job_scope is not None and not spec.parent_job_id:
             raise PermissionDenied("a job token submits sub-jobs of its own job only")
         if principal.role == "user":
+            if spec.bundle_id is not None:  # another user's bundle id: as if it was never uploaded
+                with controller.db.read() as cur:
+                    mine = store.user_has_bundle(cur, principal.user or "", spec.bundle_id)
+                if not mine:
+                    raise FailedPrecondition(f"bundle {spec.bundle_id} was never uploaded to this controller")
             return spec.model_copy(update={"user": principal.user})
         return spec
 
