@@ -62,6 +62,7 @@ from iris.cluster.controller.metrics import ControllerMetrics
 from iris.cluster.controller.round import RoundPlan
 from iris.cluster.controller.scheduler import PendingReason, Resources, TaskRequest, explain
 from iris.cluster.controller.scheduler.queue import PassScope, PendingQueue
+from iris.cluster.controller.secrets import KEY_FILE, SecretStore, load_or_create_secret_key
 from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker, fence_after
 from iris.cluster.types import JobName
 from iris.rpc.enums import (
@@ -146,6 +147,7 @@ class Controller:
         bundle_dir: Path | None = None,
         worker_rpc_key: bytes | None = None,
         log_dir: Path | None = None,
+        secrets: SecretStore | None = None,
     ) -> None:
         self._descriptor = descriptor
         # Each worker gets its secret derived from this key at registration; the WORKER backend
@@ -155,6 +157,10 @@ class Controller:
         self.bundles = BundleStore(bundle_dir)
         # Task logs and usage, kept after their workers are gone (written by the API, not this loop).
         self.logs = LogStore(log_dir)
+        # Per-user secrets (encrypted at rest), and what the cluster config adds to every job.
+        self.secrets = secrets or SecretStore(db)
+        self.task_env: dict[str, str] = {}  # defaults.task_env, under each job's own env
+        self.forward_env: list[str] = []  # forward_env: what clients copy from the submitter's env
         self._pod_logs: PodLogCollector | None = None
         self.controller_url = controller_url
         self.autoscaler = autoscaler
@@ -528,6 +534,14 @@ class Controller:
                 raise InvalidArgument("a coscheduled job needs at least one replica")
             if self._checks_fit(spec):
                 self._check_fits_somewhere(spec, workers)
+        for spec, job_name in zip(specs, names, strict=True):
+            if spec.secrets:
+                missing = self.secrets.missing(job_name.user, [ref.name for ref in spec.secrets])
+                if missing:
+                    raise InvalidArgument(
+                        f"{job_name.user} has no secret named {', '.join(missing)} "
+                        f"(set it with: iris secret set {missing[0]})"
+                    )
         for bundle_id in {spec.bundle_id for spec in specs if spec.bundle_id is not None}:
             if not self.bundles.exists(bundle_id):
                 raise FailedPrecondition(f"bundle {bundle_id} was never uploaded to this controller")
@@ -969,6 +983,13 @@ class Controller:
                 self._spec_cache.popitem(last=False)
         return spec
 
+    def secret_masks(self, job_id: str) -> list[str]:
+        """The values of the job's secrets (to mask in logs the controller collects itself)."""
+        spec = self._job_spec(job_id)
+        if not spec.secrets:
+            return []
+        return list(self.secrets.values(JobName.parse(job_id).user, [ref.name for ref in spec.secrets]).values())
+
     def _forget_spec(self, job_id: str) -> None:
         self._spec_cache.pop(job_id, None)
         self._run_templates.pop(job_id, None)
@@ -1000,7 +1021,11 @@ class Controller:
     def _run_template(self, job_id: str) -> RunSpec:
         spec = self._job_spec(job_id)
         user = JobName.parse(job_id).user
-        env = dict(spec.env)
+        env = {**self.task_env, **spec.env}
+        secret_env: dict[str, str] = {}
+        if spec.secrets:
+            values = self.secrets.values(user, [ref.name for ref in spec.secrets])
+            secret_env = {ref.env_name: values[ref.name] for ref in spec.secrets if ref.name in values}
         if self.auth.enabled:
             # The task acts as its job's user: sub-jobs, endpoints and its bundle need no other secret.
             # The token names this run of the job: a --replace'd or finished run's token is refused.
@@ -1028,6 +1053,7 @@ class Controller:
             replicas=spec.replicas,
             coscheduling=spec.coscheduling,
             user=user,
+            secret_env=secret_env,
         )
 
 
@@ -1047,6 +1073,8 @@ def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
         update["env"] = {**parent.env, **child.env}
     if child.environment is None and parent.environment is not None:
         update["environment"] = parent.environment
+    if not child.secrets and parent.secrets:
+        update["secrets"] = parent.secrets
     return child.model_copy(update=update) if update else child
 
 
@@ -1083,6 +1111,9 @@ def create_controller(
         db,
         bundle_dir=Path(state_dir) / "bundles" if state_dir is not None else None,
         log_dir=Path(state_dir) / "logs" if state_dir is not None else None,
+        secrets=SecretStore(
+            db, load_or_create_secret_key(Path(state_dir) / KEY_FILE) if state_dir is not None else None
+        ),
         controller_url=controller_url,
         autoscaler=autoscaler,
         backend=backend,
