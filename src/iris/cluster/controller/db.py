@@ -246,6 +246,14 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (bundle_id, user)
     ) WITHOUT ROWID;
     """,
+    # 11: per-user budgets (``iris user budget set``), the scheduler's first gate
+    """
+    CREATE TABLE user_budgets (
+        user TEXT PRIMARY KEY,
+        budget_json TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

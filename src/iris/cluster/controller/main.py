@@ -126,6 +126,7 @@ def build_controller(
         controller.logs.max_total_bytes = config.logs.max_total_size
         controller.task_env = dict(config.defaults.task_env)
         controller.forward_env = list(config.forward_env)
+        controller.budgets.set_defaults(config.user_budgets)
     return controller
 
 
