@@ -239,7 +239,8 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     "pip_packages",
     multiple=True,
     metavar="PKG",
-    help="Install PKG in the task's environment (repeatable).",
+    help="Install PKG in the task's environment (repeatable): a requirement or a remote URL; local "
+    "paths are refused (ship local code in the workspace).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
