@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import wait_until
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, iris_ctx
-from iris.rpc.errors import NotFound, PermissionDenied, Unauthenticated
+from iris.rpc.errors import AlreadyExists, NotFound, PermissionDenied, Unauthenticated
 
 IRIS = [sys.executable, "-m", "iris.cli.main"]
 CONFIG = """
@@ -252,3 +252,36 @@ def test_a_user_reads_only_bundles_of_their_own_jobs(secure: LocalCluster) -> No
         assert refused.status_code == 404 and refused.content != data
     finally:
         job.kill()
+
+
+def test_a_replaced_runs_job_token_is_refused(secure: LocalCluster) -> None:
+    alice = IrisClient(secure.url, token="alice-token-123")
+    leak = 'echo "$IRIS_TOKEN"; sleep 600'
+
+    def leaked_token(job, unlike: str = "") -> str:  # noqa: ANN001
+        return wait_until(
+            lambda: next((x for x in job.logs() if x.startswith("iris-job.") and x != unlike), None),
+            timeout=60,
+            what="the task's job token in its log",
+        )
+
+    first = alice.submit(Entrypoint.from_command("sh", "-c", leak), name="rerun", resources=SMALL)
+    old_token = leaked_token(first)
+    assert first.kill() is JobState.KILLED
+
+    def resubmit():  # noqa: ANN202
+        try:
+            return alice.submit(
+                Entrypoint.from_command("sh", "-c", leak), name="rerun", resources=SMALL, replace=True
+            )
+        except AlreadyExists:  # the first run is still stopping its task
+            return None
+
+    second = wait_until(resubmit, timeout=60, what="the job replaced")
+    try:
+        new_token = leaked_token(second, unlike=old_token)  # the job id's log keeps the first run's
+        with pytest.raises(Unauthenticated, match="earlier run"):
+            IrisClient(secure.url, token=old_token).job(second.job_id).kill()
+        assert IrisClient(secure.url, token=new_token).job(second.job_id).status() is JobState.RUNNING
+    finally:
+        second.kill()

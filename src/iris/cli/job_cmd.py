@@ -32,6 +32,7 @@ from iris.cli.job_options import (
 )
 from iris.cli.logs_cmd import print_failures
 from iris.cli.output import (
+    STATE_STYLE,
     ago,
     clean,
     console,
@@ -633,7 +634,7 @@ def _status_view(detail: Any, attempts: bool) -> Any:
         line(
             (clean(detail.job_id), "bold"),
             "  ",
-            styled(detail.state.value),
+            Text(detail.state_label(), style=STATE_STYLE.get(detail.state.value, "")),
             f"  priority={detail.priority.value.lower()}  user={detail.user}",
         ),
         line("command: ", detail.entrypoint),

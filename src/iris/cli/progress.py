@@ -172,7 +172,7 @@ def follow_job(
     code = job.exit_code()
     if detail.state is not JobState.SUCCEEDED:
         reason = detail.error or detail.state.value.lower()
-        console.print(line((f"job {clean(job.job_id)} {detail.state.value}", "red"), ": ", reason))
+        console.print(line((f"job {clean(job.job_id)} {detail.state_label()}", "red"), ": ", reason))
     return code
 
 

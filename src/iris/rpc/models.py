@@ -316,6 +316,12 @@ class AttemptStatus(WireModel):
     message: str | None = None
 
 
+# The exit code of a task stopped at its execution timeout, as timeout(1) and Slurm's TIMEOUT use.
+TIMEOUT_EXIT_CODE = 124
+# Failure kinds the CLI and dashboard show beside a failed job's state, e.g. ``FAILED (TIMEOUT)``.
+SHOWN_FAILURE_KINDS = frozenset({"timeout", "oom"})
+
+
 class FailureInfo(WireModel):
     """Why a task failed, in one place."""
 
@@ -392,6 +398,20 @@ class JobDetail(JobStatus):
     tasks: list[TaskStatus] = Field(default_factory=list)
     task_offset: int = 0
     children: list[str] = Field(default_factory=list)
+
+    def failure_kind(self) -> str | None:
+        """The failure kind of the job's first diagnosed failed task (``timeout``, ``oom``, ...)."""
+        for task in self.tasks:
+            if task.failure is not None:
+                return task.failure.kind
+        return None
+
+    def state_label(self) -> str:
+        """The state, with the failure kind when it says more: ``FAILED (TIMEOUT)``."""
+        kind = self.failure_kind()
+        if kind in SHOWN_FAILURE_KINDS and self.state.value == "FAILED":
+            return f"{self.state.value} ({kind.upper()})"
+        return self.state.value
 
 
 class JobList(WireModel):

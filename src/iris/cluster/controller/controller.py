@@ -672,12 +672,6 @@ class Controller:
             fence_after_s=fence_after(self.health.grace_s),
         )
 
-    def job_active(self, job_id: str) -> bool:
-        """The job exists and has not finished (a job token works only while this holds)."""
-        with self.db.read() as cur:
-            job = store.get_job(cur, job_id)
-        return job is not None and job.state not in TERMINAL_JOB_STATES
-
     def reap_worker(self, worker_id: str, why: str, *, tell_autoscaler: bool = True) -> None:
         """The worker is gone: its attempts are lost (their tasks retry elsewhere)."""
         now = self.clock()
@@ -1005,7 +999,12 @@ class Controller:
         env = dict(spec.env)
         if self.auth.enabled:
             # The task acts as its job's user: sub-jobs, endpoints and its bundle need no other secret.
-            env["IRIS_TOKEN"] = self.auth.job_token(job_id, user)
+            # The token names this run of the job: a --replace'd or finished run's token is refused.
+            with self.db.read() as cur:
+                row = store.get_job(cur, job_id)
+            if row is None:
+                raise NotFound(f"job {job_id} does not exist")
+            env["IRIS_TOKEN"] = self.auth.job_token(job_id, user, row.run_uid)
         return RunSpec(
             attempt_uid="",
             attempt_number=0,

@@ -230,6 +230,10 @@ MIGRATIONS: list[str] = [
             ON CONFLICT (kind, state) DO UPDATE SET n = n + 1;
     END;
     """,
+    # 9: a job row names its run: a job token carries it, so a replaced run's tokens are refused
+    """
+    ALTER TABLE jobs ADD COLUMN run_uid TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 

@@ -18,7 +18,7 @@ import uvicorn
 
 from iris.cluster.config import ClusterConfig, load_cluster_config
 from iris.cluster.controller import store
-from iris.cluster.controller.auth import Authenticator, StaticToken
+from iris.cluster.controller.auth import Authenticator, JobRun, StaticToken
 from iris.cluster.controller.autoscaler import Autoscaler, AutoscalerStore
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller, open_db
@@ -199,13 +199,13 @@ def _authenticator(db: ControllerDB, config: ClusterConfig) -> Authenticator:
             store.set_meta_value(cur, "auth_secret", secret)
     tokens = [StaticToken(t.token, t.role, t.user) for t in config.auth.tokens]
 
-    def job_active(job_id: str) -> bool:
-        """The job exists and has not finished (a job token works only while this holds)."""
+    def job_run(job_id: str) -> JobRun | None:
+        """The job's current run (a job token works only for its own run, until it finishes)."""
         with db.read() as cur:
             job = store.get_job(cur, job_id)
-        return job is not None and job.state not in TERMINAL_JOB_STATES
+        return None if job is None else JobRun(job.run_uid, job.state in TERMINAL_JOB_STATES)
 
-    return Authenticator(tokens, secret=bytes.fromhex(secret), job_active=job_active)
+    return Authenticator(tokens, secret=bytes.fromhex(secret), job_run=job_run)
 
 
 def _build_autoscaler(db: ControllerDB, config: ClusterConfig, state_dir: Path) -> Autoscaler:
