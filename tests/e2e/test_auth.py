@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import wait_until
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, iris_ctx
-from iris.rpc.errors import AlreadyExists, NotFound, PermissionDenied, Unauthenticated
+from iris.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unauthenticated
 
 IRIS = [sys.executable, "-m", "iris.cli.main"]
 CONFIG = """
@@ -285,3 +285,41 @@ def test_a_replaced_runs_job_token_is_refused(secure: LocalCluster) -> None:
         assert IrisClient(secure.url, token=new_token).job(second.job_id).status() is JobState.RUNNING
     finally:
         second.kill()
+
+
+def test_a_bundle_is_readable_and_usable_by_its_uploader_only(secure: LocalCluster) -> None:
+    data, missing = os.urandom(2048), os.urandom(2048)
+    sha, missing_sha = hashlib.sha256(data).hexdigest(), hashlib.sha256(missing).hexdigest()
+    url = f"{secure.url}/api/v1/bundles/{sha}"
+    alice, bob, admin, worker = (
+        {"authorization": f"Bearer {t}"}
+        for t in ("alice-token-123", "bob-token-12345", "admin-token-123", "worker-token-123")
+    )
+    assert httpx.put(url, content=data, headers=alice).status_code == 201
+    # Before any job names it: the uploader, admins and workers read it; bob cannot tell it exists.
+    assert httpx.get(url, headers=alice).content == data
+    assert httpx.get(url, headers=admin).content == data and httpx.get(url, headers=worker).content == data
+    foreign, absent = (
+        httpx.head(url, headers=bob),
+        httpx.head(f"{secure.url}/api/v1/bundles/{missing_sha}", headers=bob),
+    )
+    assert (foreign.status_code, foreign.headers.get("content-length")) == (
+        404,
+        absent.headers.get("content-length"),
+    )
+    assert absent.status_code == 404 and httpx.get(url, headers=bob).status_code == 404
+    # Naming alice's bundle in bob's job is refused as a missing bundle is.
+    bob_client = IrisClient(secure.url, token="bob-token-12345")
+    for bundle in (sha, missing_sha):
+        with pytest.raises(FailedPrecondition, match="never uploaded"):
+            bob_client.submit(
+                Entrypoint.from_command("true"),
+                name="thief",
+                resources=SMALL,
+                bundle_id=bundle,
+                wait_for_capacity=True,
+            )
+    # Uploading the same bytes makes them bob's too (201: new to him, whoever else has them).
+    assert httpx.put(url, content=data, headers=bob).status_code == 201
+    assert httpx.put(url, content=data, headers=bob).status_code == 200
+    assert httpx.head(url, headers=bob).status_code == 200

@@ -262,6 +262,22 @@ class EnvironmentSpec(WireModel):
         return _check_env(env)
 
 
+SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,255}$"
+MAX_SECRET_BYTES = 64 * 1024
+
+
+class SecretRef(WireModel):
+    """A job's use of one of its user's secrets: injected as ``env`` (default: the secret's name)."""
+
+    name: str = Field(pattern=SECRET_NAME_PATTERN)
+    env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+
+    @property
+    def env_name(self) -> str:
+        return self.env or self.name
+
+
 class JobSpec(WireModel):
     """Everything a user says about a job when submitting it."""
 
@@ -291,11 +307,23 @@ class JobSpec(WireModel):
     # Queue the job even when no registered worker and no scale group could ever run it (workers
     # that fit are expected to join); without it such a job is refused at submission.
     wait_for_capacity: bool = False
+    # The user's secrets (by name; never their values) injected into every task's environment.
+    secrets: list[SecretRef] = Field(default_factory=list, max_length=64)
 
     @field_validator("env")
     @classmethod
     def _env_keys(cls, env: dict[str, str]) -> dict[str, str]:
         return _check_env(env)
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_envs(cls, secrets: list[SecretRef]) -> list[SecretRef]:
+        seen: set[str] = set()
+        for ref in secrets:
+            if ref.env_name in seen:
+                raise ValueError(f"two secrets are injected as {ref.env_name}")
+            seen.add(ref.env_name)
+        return secrets
 
 
 # ---------------------------------------------------------------- status views
@@ -537,6 +565,9 @@ class RunSpec(WireModel):
     gang_generation: int | None = None
     gang_size: int | None = None
     user: str = ""
+    # The job's secrets, by environment variable: set in the task's environment and masked
+    # (``***``) in its log. Sent to the worker running the attempt only, never shown by any API.
+    secret_env: dict[str, str] = Field(default_factory=dict, repr=False)
 
 
 class DesiredAttempt(WireModel):
@@ -623,6 +654,42 @@ class DryRunResult(WireModel):
     placements: list[dict[str, str]] = Field(default_factory=list)
     pending: dict[str, dict[str, str]] = Field(default_factory=dict)
     preemptions: list[dict[str, str]] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- secrets
+
+
+class SecretValue(WireModel):
+    """``PUT /api/v1/secrets/NAME``: the value (never returned by any API)."""
+
+    value: str = Field(min_length=1, max_length=MAX_SECRET_BYTES)
+    # Whose secret (admins may set anyone's; a user token always sets its own).
+    user: str | None = Field(default=None, max_length=64)
+    # An admin's (or an open controller's) owner when ``user`` is not given: the client's login.
+    default_user: str | None = Field(default=None, max_length=64)
+
+    @field_validator("value")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        _check_text("the secret", value)
+        return value
+
+
+class SecretInfo(WireModel):
+    name: str
+    user: str
+    created_at: float
+    updated_at: float
+
+
+class SecretList(WireModel):
+    secrets: list[SecretInfo]
+
+
+class ClientConfig(WireModel):
+    """What a client applies at submission: environment variables copied from the submitter."""
+
+    forward_env: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------- cluster

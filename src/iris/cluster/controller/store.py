@@ -1439,12 +1439,27 @@ def attempt_rows(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> dict[str, 
 
 
 def user_has_bundle(cur: sqlite3.Cursor, user: str, bundle_id: str) -> bool:
-    """Whether any job of ``user`` runs from this workspace bundle."""
-    row = cur.execute(
-        "SELECT 1 FROM jobs WHERE user = ? AND json_extract(spec_json, '$.bundle_id') = ? LIMIT 1",
-        (user, bundle_id),
-    ).fetchone()
+    """Whether ``user`` uploaded this workspace bundle, or an admin gave them a job that runs from it."""
+    row = (
+        cur.execute(
+            "SELECT 1 FROM bundle_owners WHERE bundle_id = ? AND user = ?", (bundle_id, user)
+        ).fetchone()
+        or cur.execute(
+            "SELECT 1 FROM jobs WHERE user = ? AND json_extract(spec_json, '$.bundle_id') = ? LIMIT 1",
+            (user, bundle_id),
+        ).fetchone()
+    )
     return row is not None
+
+
+def add_bundle_owner(cur: sqlite3.Cursor, bundle_id: str, user: str) -> bool:
+    """Record that ``user`` uploaded the bundle; True if they had not before."""
+    cur.execute("INSERT OR IGNORE INTO bundle_owners (bundle_id, user) VALUES (?, ?)", (bundle_id, user))
+    return cur.rowcount > 0
+
+
+def forget_bundle_owners(cur: sqlite3.Cursor, bundle_ids: Sequence[str]) -> None:
+    cur.executemany("DELETE FROM bundle_owners WHERE bundle_id = ?", [(b,) for b in bundle_ids])
 
 
 def last_preemptors(cur: sqlite3.Cursor, job_id: str) -> dict[str, str]:
