@@ -96,6 +96,18 @@ def _say_stdin_is_not_passed() -> None:
         )
 
 
+def _parse_secrets(values: Sequence[str]) -> list[Any]:
+    from iris.client.client import parse_secret_ref
+
+    refs = []
+    for item in values:
+        try:
+            refs.append(parse_secret_ref(item))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--secret") from None
+    return refs
+
+
 def _parse_env(values: Sequence[str]) -> dict[str, str]:
     env = {}
     for item in values:
@@ -181,6 +193,13 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     "--env", "env", multiple=True, metavar="KEY=VALUE", help="Environment variable for the task (repeatable)."
 )
 @click.option(
+    "--secret",
+    "secrets",
+    multiple=True,
+    metavar="NAME[=ENVVAR]",
+    help="Inject your secret NAME (iris secret set) as $ENVVAR (default $NAME); masked in logs. Repeatable.",
+)
+@click.option(
     "--replicas", default=1, show_default=True, type=click.IntRange(1, 100_000), help="Number of tasks."
 )
 @click.option(
@@ -247,7 +266,8 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     "pip_packages",
     multiple=True,
     metavar="PKG",
-    help="Install PKG in the task's environment (repeatable).",
+    help="Install PKG in the task's environment (repeatable): a requirement or a remote URL; local "
+    "paths are refused (ship local code in the workspace).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
@@ -269,6 +289,7 @@ def job_run(
     group_by: str | None,
     ports: Sequence[str],
     env: Sequence[str],
+    secrets: Sequence[str],
     replicas: int,
     max_retries: int,
     max_preemptions: int,
@@ -332,6 +353,7 @@ def job_run(
         resources=_one_line_validation(lambda: ResourceSpec(**res_kwargs)),
         replicas=replicas,
         env=_parse_env(env),
+        secrets=_parse_secrets(secrets),
         constraints=list(constraints),
         preferences=list(preferences),
         coscheduling=CoschedulingConfig(group_by=group_by) if group_by else None,

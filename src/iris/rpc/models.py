@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -209,6 +210,31 @@ class CoschedulingConfig(WireModel):
     group_by: str = Field(min_length=1, max_length=128)
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[A-Za-z0-9._,\s-]*\])?")
+_ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".egg")
+
+
+def is_local_requirement(text: str) -> bool:
+    """Whether a requirement names something on the building machine (a path, a ``file:`` URL, an
+    archive): installing it would run whatever code lies there. Allowed are project names with
+    versions/markers, and remote URLs (``name @ https://...``, ``git+https://...``)."""
+    text = text.strip()
+    if "file:" in text.lower():
+        return True
+    project = _PROJECT.match(text)
+    if project is not None:
+        name = text[: project.end()].split("[")[0].strip().lower()
+        rest = text[project.end() :].lstrip()
+        if rest.startswith("@"):  # a direct reference: must be a remote URL
+            return _URL.match(rest[1:].split(";")[0].strip()) is None
+        if not rest or rest[0] in "<>=!~;(,":
+            return name.endswith(_ARCHIVES)
+    if _URL.match(text) is not None:
+        return False
+    return text.startswith((".", "~")) or "/" in text or "\\" in text or text.lower().endswith(_ARCHIVES)
+
+
 class EnvironmentSpec(WireModel):
     pip_packages: list[str] = Field(default_factory=list, max_length=MAX_PIP_PACKAGES)
     env_vars: dict[str, str] = Field(default_factory=dict)
@@ -223,12 +249,33 @@ class EnvironmentSpec(WireModel):
                 raise ValueError(f"bad pip package {package!r}: give a requirement such as numpy==2.1")
             if text.startswith("-") or any(c in text for c in "\0\n\r"):
                 raise ValueError(f"pip package {package!r} is not a requirement (options are not accepted)")
+            if is_local_requirement(text):
+                raise ValueError(
+                    f"pip package {package!r} is a local path: only package names and remote URLs can be "
+                    "installed (ship local code in the job's workspace instead)"
+                )
         return packages
 
     @field_validator("env_vars")
     @classmethod
     def _env(cls, env: dict[str, str]) -> dict[str, str]:
         return _check_env(env)
+
+
+SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,255}$"
+MAX_SECRET_BYTES = 64 * 1024
+
+
+class SecretRef(WireModel):
+    """A job's use of one of its user's secrets: injected as ``env`` (default: the secret's name)."""
+
+    name: str = Field(pattern=SECRET_NAME_PATTERN)
+    env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+
+    @property
+    def env_name(self) -> str:
+        return self.env or self.name
 
 
 class JobSpec(WireModel):
@@ -260,11 +307,23 @@ class JobSpec(WireModel):
     # Queue the job even when no registered worker and no scale group could ever run it (workers
     # that fit are expected to join); without it such a job is refused at submission.
     wait_for_capacity: bool = False
+    # The user's secrets (by name; never their values) injected into every task's environment.
+    secrets: list[SecretRef] = Field(default_factory=list, max_length=64)
 
     @field_validator("env")
     @classmethod
     def _env_keys(cls, env: dict[str, str]) -> dict[str, str]:
         return _check_env(env)
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_envs(cls, secrets: list[SecretRef]) -> list[SecretRef]:
+        seen: set[str] = set()
+        for ref in secrets:
+            if ref.env_name in seen:
+                raise ValueError(f"two secrets are injected as {ref.env_name}")
+            seen.add(ref.env_name)
+        return secrets
 
 
 # ---------------------------------------------------------------- status views
@@ -506,6 +565,9 @@ class RunSpec(WireModel):
     gang_generation: int | None = None
     gang_size: int | None = None
     user: str = ""
+    # The job's secrets, by environment variable: set in the task's environment and masked
+    # (``***``) in its log. Sent to the worker running the attempt only, never shown by any API.
+    secret_env: dict[str, str] = Field(default_factory=dict, repr=False)
 
 
 class DesiredAttempt(WireModel):
@@ -592,6 +654,42 @@ class DryRunResult(WireModel):
     placements: list[dict[str, str]] = Field(default_factory=list)
     pending: dict[str, dict[str, str]] = Field(default_factory=dict)
     preemptions: list[dict[str, str]] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- secrets
+
+
+class SecretValue(WireModel):
+    """``PUT /api/v1/secrets/NAME``: the value (never returned by any API)."""
+
+    value: str = Field(min_length=1, max_length=MAX_SECRET_BYTES)
+    # Whose secret (admins may set anyone's; a user token always sets its own).
+    user: str | None = Field(default=None, max_length=64)
+    # An admin's (or an open controller's) owner when ``user`` is not given: the client's login.
+    default_user: str | None = Field(default=None, max_length=64)
+
+    @field_validator("value")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        _check_text("the secret", value)
+        return value
+
+
+class SecretInfo(WireModel):
+    name: str
+    user: str
+    created_at: float
+    updated_at: float
+
+
+class SecretList(WireModel):
+    secrets: list[SecretInfo]
+
+
+class ClientConfig(WireModel):
+    """What a client applies at submission: environment variables copied from the submitter."""
+
+    forward_env: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------- cluster

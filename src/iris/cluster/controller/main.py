@@ -124,6 +124,8 @@ def build_controller(
     if config is not None:
         controller.logs.max_age_s = config.logs.max_age_hours * 3600
         controller.logs.max_total_bytes = config.logs.max_total_size
+        controller.task_env = dict(config.defaults.task_env)
+        controller.forward_env = list(config.forward_env)
     return controller
 
 
@@ -238,8 +240,9 @@ def configure_logging(log_format: str | None = None, log_file: Path | None = Non
 class ControllerOptions:
     """Everything a controller process is started with; parsed once, by argparse or by the CLI."""
 
-    host: str = "127.0.0.1"
-    port: int = 10000
+    # None: the config file's controller section, else 127.0.0.1:10000 and ~/.iris/controller.
+    host: str | None = None
+    port: int | None = None
     state_dir: Path | None = None
     ready_file: Path | None = None
     backend: str = "worker"
@@ -256,6 +259,16 @@ class ControllerOptions:
     log_file: Path | None = None
 
 
+def listen_and_state(options: ControllerOptions, config: ClusterConfig | None) -> tuple[str, int, Path]:
+    """Host, port and state directory: the options given, else the config's controller section,
+    else 127.0.0.1, 10000 and ~/.iris/controller."""
+    section = config.controller if config is not None else None
+    host = options.host or (section.host if section else "127.0.0.1")
+    port = options.port if options.port is not None else (section.port if section else 10000)
+    state_dir = options.state_dir or (section.state_dir if section else Path.home() / ".iris" / "controller")
+    return host, port, Path(state_dir).expanduser()
+
+
 def run(options: ControllerOptions) -> None:
     """Build the controller the options describe and serve it until SIGTERM/SIGINT."""
     configure_logging(options.log_format, options.log_file)
@@ -267,9 +280,7 @@ def run(options: ControllerOptions) -> None:
         backend = "kubernetes" if config.backend.kind == "kubernetes" else backend
         tick = config.defaults.worker.reconcile_interval_s
         grace = config.defaults.worker.unreachable_grace_s
-    state_dir = options.state_dir or (
-        config.controller.state_dir if config else Path.home() / ".iris" / "controller"
-    )
+    host, port, state_dir = listen_and_state(options, config)
     controller = build_controller(
         backend=backend,
         state_dir=Path(state_dir).expanduser(),
@@ -284,8 +295,8 @@ def run(options: ControllerOptions) -> None:
     try:
         serve(
             controller,
-            host=options.host,
-            port=options.port,
+            host=host,
+            port=port,
             ready_file=options.ready_file,
             advertise_url=options.advertise_url,
             terminate_slices_on_exit=options.terminate_slices_on_exit,
@@ -301,8 +312,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m iris.cluster.controller", description="Run the Iris controller."
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=10000)
+    parser.add_argument("--host", help="listen address (default: the config's, else 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="listen port (default: the config's, else 10000)")
     parser.add_argument(
         "--state-dir", type=Path, help="where the SQLite database lives (default ~/.iris/controller)"
     )

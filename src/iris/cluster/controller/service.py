@@ -10,6 +10,7 @@ import asyncio
 import base64
 import dataclasses
 import logging
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,6 +44,8 @@ from iris.rpc.errors import (
 from iris.rpc.models import (
     DEFAULT_TASK_PAGE,
     MAX_TASK_PAGE,
+    SECRET_NAME_PATTERN,
+    ClientConfig,
     ClusterStatus,
     DashboardInfo,
     DryRunResult,
@@ -57,6 +60,8 @@ from iris.rpc.models import (
     LogsResponse,
     RegisterRequest,
     RegisterResponse,
+    SecretList,
+    SecretValue,
     StopResponse,
     SubmitManyRequest,
     SubmitManyResponse,
@@ -251,6 +256,57 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     def dashboard_info() -> DashboardInfo:
         dash = dashboard_backend_descriptor(controller)
         return DashboardInfo(name=dash.name, capabilities=dash.capabilities)
+
+    @app.get("/api/v1/client-config", response_model=ClientConfig)
+    def client_config() -> ClientConfig:
+        """What clients apply at submission (``forward_env`` of the cluster config)."""
+        return ClientConfig(forward_env=controller.forward_env)
+
+    # ---- per-user secrets: values go in, never come out (see controller/secrets.py)
+
+    def secret_owner(user: str | None, default_user: str | None = None) -> str:
+        """Whose secrets the caller acts on: a user's own always; an admin's ``user`` (or the
+        client's login name, ``default_user``, as jobs of an open controller are named)."""
+        principal = who()
+        principal.may_use_jobs()
+        if principal.job_scope is not None:
+            raise PermissionDenied("a job token cannot read or change secrets")
+        if principal.role == "user":
+            assert principal.user is not None
+            if user not in (None, principal.user):
+                raise PermissionDenied("a user manages their own secrets only")
+            return principal.user
+        user = user or default_user
+        if not user:
+            raise InvalidArgument("name the user whose secrets these are (user=...)")
+        return user
+
+    def secret_name(name: str) -> str:
+        if not re.fullmatch(SECRET_NAME_PATTERN, name):
+            raise InvalidArgument(
+                f"{name!r} is not a secret name: letters, digits and _, not starting with a digit"
+            )
+        return name
+
+    @app.put("/api/v1/secrets/{name}", status_code=204)
+    def put_secret(name: str, body: SecretValue) -> Response:
+        owner = secret_owner(body.user, body.default_user)
+        controller.secrets.set(owner, secret_name(name), body.value, controller.clock())
+        return Response(status_code=204)
+
+    @app.get("/api/v1/secrets", response_model=SecretList)
+    def list_secrets(user: str | None = None) -> SecretList:
+        """Names and times of the caller's secrets (an admin: anyone's, or ``user``'s); never values."""
+        if who().is_admin and not user:
+            return SecretList(secrets=controller.secrets.list(None))
+        return SecretList(secrets=controller.secrets.list(secret_owner(user)))
+
+    @app.delete("/api/v1/secrets/{name}", status_code=204)
+    def delete_secret(name: str, user: str | None = None, default_user: str | None = None) -> Response:
+        owner = secret_owner(user, default_user)
+        if not controller.secrets.remove(owner, secret_name(name)):
+            raise NotFound(f"{owner} has no secret named {name}")
+        return Response(status_code=204)
 
     @app.get("/api/v1/stats")
     def stats() -> dict[str, object]:
