@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -209,6 +210,31 @@ class CoschedulingConfig(WireModel):
     group_by: str = Field(min_length=1, max_length=128)
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[A-Za-z0-9._,\s-]*\])?")
+_ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".egg")
+
+
+def is_local_requirement(text: str) -> bool:
+    """Whether a requirement names something on the building machine (a path, a ``file:`` URL, an
+    archive): installing it would run whatever code lies there. Allowed are project names with
+    versions/markers, and remote URLs (``name @ https://...``, ``git+https://...``)."""
+    text = text.strip()
+    if "file:" in text.lower():
+        return True
+    project = _PROJECT.match(text)
+    if project is not None:
+        name = text[: project.end()].split("[")[0].strip().lower()
+        rest = text[project.end() :].lstrip()
+        if rest.startswith("@"):  # a direct reference: must be a remote URL
+            return _URL.match(rest[1:].split(";")[0].strip()) is None
+        if not rest or rest[0] in "<>=!~;(,":
+            return name.endswith(_ARCHIVES)
+    if _URL.match(text) is not None:
+        return False
+    return text.startswith((".", "~")) or "/" in text or "\\" in text or text.lower().endswith(_ARCHIVES)
+
+
 class EnvironmentSpec(WireModel):
     pip_packages: list[str] = Field(default_factory=list, max_length=MAX_PIP_PACKAGES)
     env_vars: dict[str, str] = Field(default_factory=dict)
@@ -223,6 +249,11 @@ class EnvironmentSpec(WireModel):
                 raise ValueError(f"bad pip package {package!r}: give a requirement such as numpy==2.1")
             if text.startswith("-") or any(c in text for c in "\0\n\r"):
                 raise ValueError(f"pip package {package!r} is not a requirement (options are not accepted)")
+            if is_local_requirement(text):
+                raise ValueError(
+                    f"pip package {package!r} is a local path: only package names and remote URLs can be "
+                    "installed (ship local code in the job's workspace instead)"
+                )
         return packages
 
     @field_validator("env_vars")

@@ -521,7 +521,9 @@ class Controller:
         self, cur: sqlite3.Cursor, effects: Effects, now: float, *, read_at: int | None = None
     ) -> Applied:
         """``store.commit`` plus what follows in the same transaction: touched jobs roll up, jobs
-        that ended take their live sub-jobs with them. ``read_at``: see ``store.commit``."""
+        that ended take their live sub-jobs (all of them: ``live_descendants`` walks the whole
+        tree) with them. ``read_at``: see ``store.commit``. The rest of the controller hears of
+        it (``_after_commit``) only once the transaction has committed."""
         applied = store.commit(cur, effects, now, read_at=read_at)
         rollups = store.job_rollups(cur, applied.jobs)
         by_counts, full = kernel.settle_by_counts(rollups, now)
@@ -529,19 +531,17 @@ class Controller:
         if full:
             settled.merge(store.commit(cur, kernel.settle_jobs(store.job_snapshots(cur, full), now), now))
         applied.merge(settled)
-        ended = list(applied.finished_jobs)
-        while ended:
-            descendants = [d for job_id in ended for d in store.live_descendants(cur, job_id)]
-            ended = []
-            if descendants:
-                killed = store.commit(
-                    cur, kernel.kill_descendants(store.job_snapshots(cur, descendants), now), now
-                )
-                applied.merge(killed)
-        self._after_commit(applied)
+        descendants = [d for job_id in applied.finished_jobs for d in store.live_descendants(cur, job_id)]
+        if descendants:
+            applied.merge(
+                store.commit(cur, kernel.kill_descendants(store.job_snapshots(cur, descendants), now), now)
+            )
+        self.db.after_commit(lambda: self._after_commit(applied))
         return applied
 
     def _after_commit(self, applied: Applied) -> None:
+        """A commit's side effects on the process (queue, dirty workers, waiters, caches, logs):
+        run by ``db.after_commit``, so a transaction that rolls back leaves all of them alone."""
         if self._queue is not None:
             self._tell_queue(self._queue, applied)
         if applied.workers:
@@ -671,7 +671,11 @@ class Controller:
                     f"parent job {spec.parent_job_id} has terminated ({parent_row.state})"
                 )
             root_submitted_at = parent_row.root_submitted_at
-            spec = inherit_from_parent(spec, self._job_spec(spec.parent_job_id, parent_row.spec_json))
+            # not cached here: the parent may be an earlier job of this batch, gone if it rolls back
+            parent_spec = self._spec_cache.get(spec.parent_job_id) or JobSpec.model_validate_json(
+                parent_row.spec_json
+            )
+            spec = inherit_from_parent(spec, parent_spec)
         existing = store.get_job(cur, job_id)
         replaces = None
         if existing is not None:
@@ -687,7 +691,7 @@ class Controller:
             if store.jobs_with_live_attempts(cur, store.job_tree(cur, job_id)):
                 raise AlreadyExists(f"job {job_id} is still stopping its tasks: try again in a moment")
             replaces = job_id
-            self._forget_spec(job_id)
+            self.db.after_commit(lambda: self._forget_spec(job_id))
         insert = InsertJob(
             job_id=job_id,
             spec=spec,
