@@ -248,6 +248,13 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     help="Replace a finished job of the same --name (its tasks, logs and events go); a running one is never replaced.",
 )
 @click.option("--no-wait", is_flag=True, help="Submit, print the job id and return.")
+@click.option(
+    "--raw",
+    "raw_output",
+    is_flag=True,
+    help="Stream the output exactly as written, terminal escapes included (by default escapes other "
+    "than colours, and control characters, are shown as \\x1b, \\r....).",
+)
 @click.option("--json", "as_json", is_flag=True, help="With --no-wait: print the job id as JSON.")
 @click.option(
     "--no-workspace",
@@ -293,6 +300,7 @@ def job_run(
     wait_for_capacity: bool,
     replace: bool,
     no_wait: bool,
+    raw_output: bool,
     as_json: bool,
     no_workspace: bool,
     pip_packages: Sequence[str],
@@ -391,13 +399,13 @@ def job_run(
         ) as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, request, no_wait=False, as_json=as_json, detach_ok=False,
-                workspace=workspace,
+                workspace=workspace, raw=raw_output,
             )  # fmt: skip
     else:
         with obj.client() as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, request, no_wait=no_wait, as_json=as_json, detach_ok=True,
-                workspace=workspace,
+                workspace=workspace, raw=raw_output,
             )  # fmt: skip
     sys.exit(code)
 
@@ -475,6 +483,7 @@ def _run_and_follow(
     as_json: bool,
     detach_ok: bool,
     workspace: Path | None = None,
+    raw: bool = False,
 ) -> int:
     # Everything that can be checked is checked before the workspace is packaged and uploaded.
     request.apply(client, submit_kwargs)
@@ -505,7 +514,7 @@ def _run_and_follow(
     multi = submit_kwargs.get("replicas", 1) > 1
     # An embedded --local cluster stops with the job: a dashboard link would be dead at once.
     return follow_job(
-        job, controller_url=client.url, multi=multi, detach_ok=detach_ok, show_dashboard=detach_ok
+        job, controller_url=client.url, multi=multi, detach_ok=detach_ok, show_dashboard=detach_ok, raw=raw
     )
 
 
