@@ -36,6 +36,9 @@ class WireModel(BaseModel):
 # A process's argv and environment share the kernel's ARG_MAX (2 MiB on Linux); a task's own
 # command line and variables may use half, leaving room for what the runtime adds.
 MAX_ARGV_ENV_BYTES = 1 << 20
+# The kernel refuses any one argv or environment string (``KEY=value`` with its NUL) over 128 KiB
+# (MAX_ARG_STRLEN): such a task could be accepted but never start.
+MAX_ARG_STRING_BYTES = 128 * 1024
 # Pip requirement specifiers: a name, extras, version pins and markers; never an option.
 MAX_PIP_PACKAGES = 256
 
@@ -61,8 +64,17 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
         if not key or "=" in key or "\0" in key:
             raise ValueError(f"bad environment variable name {key!r}")
         _check_text(f"environment variable {key}", value)
+        size = _env_size({key: value})
+        if size > MAX_ARG_STRING_BYTES:
+            raise ValueError(
+                f"environment variable {key} is {size} bytes, over the {MAX_ARG_STRING_BYTES} bytes"
+                " (128 KiB) the kernel lets one variable hold; pass large values in a file"
+            )
     if _env_size(env) > MAX_ARGV_ENV_BYTES:
-        raise ValueError(f"the environment is over {MAX_ARGV_ENV_BYTES} bytes")
+        raise ValueError(
+            f"the environment is {_env_size(env)} bytes, over the {MAX_ARGV_ENV_BYTES}-byte (1 MiB) limit"
+            " for all of a job's variables together; pass large values in a file"
+        )
     return env
 
 
@@ -120,6 +132,11 @@ class Entrypoint(WireModel):
             raise ValueError("the command is empty: give a program to run")
         for arg in self.argv:
             _check_text("the command", arg)
+            if _strings_size([arg]) > MAX_ARG_STRING_BYTES:
+                raise ValueError(
+                    f"one argument of the command is {_strings_size([arg])} bytes, over the"
+                    f" {MAX_ARG_STRING_BYTES} bytes (128 KiB) the kernel lets one argument hold"
+                )
         if _strings_size(self.argv) > MAX_ARGV_ENV_BYTES:
             raise ValueError(f"the command line is over {MAX_ARGV_ENV_BYTES} bytes")
         if self.kind == "callable" and not self.callable_b64:
