@@ -95,7 +95,11 @@ def print_failures(detail: JobDetail, *, limit: int = 5) -> None:
     metavar="N",
     help="Only the last N lines of each task (then new ones with -f).",
 )
-@click.option("--grep", metavar="PATTERN", help="Only lines matching this regular expression.")
+@click.option(
+    "--grep",
+    metavar="PATTERN",
+    help="Only lines matching this regular expression (RE2 syntax: no backreferences or lookarounds).",
+)
 @click.option("-i", "--ignore-case", is_flag=True, help="With --grep: ignore case.")
 @click.option("--timestamps", is_flag=True, help="Start every line with its time (UTC, ISO 8601).")
 @click.option(

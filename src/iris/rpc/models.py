@@ -551,6 +551,15 @@ class WorkerInfo(WireModel):
     slice_id: str | None = None
     scale_group: str | None = None
     health: WorkerHealth | None = None
+    # CORDONED or DRAINING (DRAINED once nothing runs there): no new work; why, since when.
+    cordon: Literal["CORDONED", "DRAINING", "DRAINED"] | None = None
+    cordon_reason: str | None = None
+    cordoned_at: float | None = None
+    cordon_automatic: bool = False
+
+
+class CordonRequest(WireModel):
+    reason: str = Field(default="", max_length=500)
 
 
 class WorkerList(WireModel):

@@ -246,6 +246,16 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (bundle_id, user)
     ) WITHOUT ROWID;
     """,
+    # 11: cordoned and draining workers (controller/cordons.py), kept across re-registration
+    """
+    CREATE TABLE worker_cordons (
+        worker_id TEXT PRIMARY KEY,
+        mode TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        since REAL NOT NULL,
+        automatic INTEGER NOT NULL DEFAULT 0
+    );
+    """,
 ]
 
 

@@ -47,6 +47,7 @@ from iris.rpc.models import (
     SECRET_NAME_PATTERN,
     ClientConfig,
     ClusterStatus,
+    CordonRequest,
     DashboardInfo,
     DryRunResult,
     EndpointInfo,
@@ -629,7 +630,14 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             mine = f"/{who().user}/"
             running = {w: [t for t in ts if t.startswith(mine)] for w, ts in running.items()}
         out = []
+        cordons = controller.cordons
         for w in workers:
+            cordon = cordons.get(w.worker_id)
+            shown = None
+            if cordon is not None:
+                shown = "CORDONED"
+                if cordon.mode == "drain":
+                    shown = "DRAINING" if w.worker_id in running else "DRAINED"
             out.append(
                 WorkerInfo(
                     worker_id=w.worker_id,
@@ -645,9 +653,38 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
                     slice_id=w.slice_id,
                     scale_group=w.scale_group,
                     health=w.health,
+                    cordon=shown,
+                    cordon_reason=cordon.reason if cordon is not None else None,
+                    cordoned_at=cordon.since if cordon is not None else None,
+                    cordon_automatic=cordon.automatic if cordon is not None else False,
                 )
             )
         return WorkerList(workers=out)
+
+    def admin_only(what: str) -> None:
+        if not who().is_admin:
+            raise PermissionDenied(f"only an admin may {what}")
+
+    @app.post("/api/v1/workers/{worker_id}:cordon", status_code=204)
+    def cordon(worker_id: str, body: CordonRequest) -> Response:
+        """No new work on the worker; what runs there runs on."""
+        admin_only("cordon workers")
+        controller.cordon_worker(worker_id, "cordon", body.reason)
+        return Response(status_code=204)
+
+    @app.post("/api/v1/workers/{worker_id}:drain", status_code=204)
+    def drain(worker_id: str, body: CordonRequest) -> Response:
+        """No new work; running tasks finish, or are moved elsewhere after the drain grace."""
+        admin_only("drain workers")
+        controller.cordon_worker(worker_id, "drain", body.reason)
+        return Response(status_code=204)
+
+    @app.post("/api/v1/workers/{worker_id}:uncordon", status_code=204)
+    def uncordon(worker_id: str) -> Response:
+        admin_only("uncordon workers")
+        if not controller.uncordon_worker(worker_id):
+            raise NotFound(f"worker {worker_id} is not cordoned or draining")
+        return Response(status_code=204)
 
     if dashboard_dir is not None and dashboard_dir.exists():
         from fastapi.staticfiles import StaticFiles
