@@ -43,6 +43,7 @@ _WHERE = {
     "Entrypoint": "iris.rpc.models",
     "EnvironmentSpec": "iris.rpc.models",
     "ResourceSpec": "iris.rpc.models",
+    "SecretRef": "iris.rpc.models",
 }
 
 __all__ = [
@@ -61,6 +62,7 @@ __all__ = [
     "LocalCluster",
     "PriorityBand",
     "ResourceSpec",
+    "SecretRef",
     "TaskState",
     "distributed",
     "iris_ctx",

@@ -124,6 +124,12 @@ def build_controller(
     if config is not None:
         controller.logs.max_age_s = config.logs.max_age_hours * 3600
         controller.logs.max_total_bytes = config.logs.max_total_size
+        controller.task_env = dict(config.defaults.task_env)
+        controller.forward_env = list(config.forward_env)
+        worker_defaults = config.defaults.worker
+        controller.drain_grace_s = worker_defaults.drain_grace_s
+        controller.quarantine.threshold = worker_defaults.quarantine_failures
+        controller.quarantine.window_s = worker_defaults.quarantine_window_s
     return controller
 
 

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import dataclasses
 import logging
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
@@ -43,7 +44,10 @@ from iris.rpc.errors import (
 from iris.rpc.models import (
     DEFAULT_TASK_PAGE,
     MAX_TASK_PAGE,
+    SECRET_NAME_PATTERN,
+    ClientConfig,
     ClusterStatus,
+    CordonRequest,
     DashboardInfo,
     DryRunResult,
     EndpointInfo,
@@ -57,6 +61,8 @@ from iris.rpc.models import (
     LogsResponse,
     RegisterRequest,
     RegisterResponse,
+    SecretList,
+    SecretValue,
     StopResponse,
     SubmitManyRequest,
     SubmitManyResponse,
@@ -253,6 +259,57 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
     def dashboard_info() -> DashboardInfo:
         dash = dashboard_backend_descriptor(controller)
         return DashboardInfo(name=dash.name, capabilities=dash.capabilities)
+
+    @app.get("/api/v1/client-config", response_model=ClientConfig)
+    def client_config() -> ClientConfig:
+        """What clients apply at submission (``forward_env`` of the cluster config)."""
+        return ClientConfig(forward_env=controller.forward_env)
+
+    # ---- per-user secrets: values go in, never come out (see controller/secrets.py)
+
+    def secret_owner(user: str | None, default_user: str | None = None) -> str:
+        """Whose secrets the caller acts on: a user's own always; an admin's ``user`` (or the
+        client's login name, ``default_user``, as jobs of an open controller are named)."""
+        principal = who()
+        principal.may_use_jobs()
+        if principal.job_scope is not None:
+            raise PermissionDenied("a job token cannot read or change secrets")
+        if principal.role == "user":
+            assert principal.user is not None
+            if user not in (None, principal.user):
+                raise PermissionDenied("a user manages their own secrets only")
+            return principal.user
+        user = user or default_user
+        if not user:
+            raise InvalidArgument("name the user whose secrets these are (user=...)")
+        return user
+
+    def secret_name(name: str) -> str:
+        if not re.fullmatch(SECRET_NAME_PATTERN, name):
+            raise InvalidArgument(
+                f"{name!r} is not a secret name: letters, digits and _, not starting with a digit"
+            )
+        return name
+
+    @app.put("/api/v1/secrets/{name}", status_code=204)
+    def put_secret(name: str, body: SecretValue) -> Response:
+        owner = secret_owner(body.user, body.default_user)
+        controller.secrets.set(owner, secret_name(name), body.value, controller.clock())
+        return Response(status_code=204)
+
+    @app.get("/api/v1/secrets", response_model=SecretList)
+    def list_secrets(user: str | None = None) -> SecretList:
+        """Names and times of the caller's secrets (an admin: anyone's, or ``user``'s); never values."""
+        if who().is_admin and not user:
+            return SecretList(secrets=controller.secrets.list(None))
+        return SecretList(secrets=controller.secrets.list(secret_owner(user)))
+
+    @app.delete("/api/v1/secrets/{name}", status_code=204)
+    def delete_secret(name: str, user: str | None = None, default_user: str | None = None) -> Response:
+        owner = secret_owner(user, default_user)
+        if not controller.secrets.remove(owner, secret_name(name)):
+            raise NotFound(f"{owner} has no secret named {name}")
+        return Response(status_code=204)
 
     @app.get("/api/v1/stats")
     def stats() -> dict[str, object]:
@@ -592,7 +649,14 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             mine = f"/{who().user}/"
             running = {w: [t for t in ts if t.startswith(mine)] for w, ts in running.items()}
         out = []
+        cordons = controller.cordons
         for w in workers:
+            cordon = cordons.get(w.worker_id)
+            shown = None
+            if cordon is not None:
+                shown = "CORDONED"
+                if cordon.mode == "drain":
+                    shown = "DRAINING" if w.worker_id in running else "DRAINED"
             out.append(
                 WorkerInfo(
                     worker_id=w.worker_id,
@@ -608,9 +672,38 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
                     slice_id=w.slice_id,
                     scale_group=w.scale_group,
                     health=w.health,
+                    cordon=shown,
+                    cordon_reason=cordon.reason if cordon is not None else None,
+                    cordoned_at=cordon.since if cordon is not None else None,
+                    cordon_automatic=cordon.automatic if cordon is not None else False,
                 )
             )
         return WorkerList(workers=out)
+
+    def admin_only(what: str) -> None:
+        if not who().is_admin:
+            raise PermissionDenied(f"only an admin may {what}")
+
+    @app.post("/api/v1/workers/{worker_id}:cordon", status_code=204)
+    def cordon(worker_id: str, body: CordonRequest) -> Response:
+        """No new work on the worker; what runs there runs on."""
+        admin_only("cordon workers")
+        controller.cordon_worker(worker_id, "cordon", body.reason)
+        return Response(status_code=204)
+
+    @app.post("/api/v1/workers/{worker_id}:drain", status_code=204)
+    def drain(worker_id: str, body: CordonRequest) -> Response:
+        """No new work; running tasks finish, or are moved elsewhere after the drain grace."""
+        admin_only("drain workers")
+        controller.cordon_worker(worker_id, "drain", body.reason)
+        return Response(status_code=204)
+
+    @app.post("/api/v1/workers/{worker_id}:uncordon", status_code=204)
+    def uncordon(worker_id: str) -> Response:
+        admin_only("uncordon workers")
+        if not controller.uncordon_worker(worker_id):
+            raise NotFound(f"worker {worker_id} is not cordoned or draining")
+        return Response(status_code=204)
 
     if dashboard_dir is not None and dashboard_dir.exists():
         from fastapi.staticfiles import StaticFiles
