@@ -323,3 +323,16 @@ def test_a_bundle_is_readable_and_usable_by_its_uploader_only(secure: LocalClust
     assert httpx.put(url, content=data, headers=bob).status_code == 201
     assert httpx.put(url, content=data, headers=bob).status_code == 200
     assert httpx.head(url, headers=bob).status_code == 200
+
+
+def test_only_admins_cordon_workers(secure: LocalCluster) -> None:
+    for action in ("cordon", "drain", "uncordon"):
+        resp = httpx.post(
+            f"{secure.url}/api/v1/workers/worker-0:{action}",
+            json={"reason": "x"},
+            headers={"authorization": "Bearer alice-token-123"},
+        )
+        assert resp.status_code == 403 and "admin" in resp.json()["error"]["message"]
+    admin = {"authorization": "Bearer admin-token-123"}
+    assert httpx.post(f"{secure.url}/api/v1/workers/worker-0:cordon", json={}, headers=admin).status_code == 204
+    assert httpx.post(f"{secure.url}/api/v1/workers/worker-0:uncordon", headers=admin).status_code == 204

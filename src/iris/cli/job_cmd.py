@@ -217,6 +217,14 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     help="Retries after losing a worker or being preempted.",
 )
 @click.option(
+    "--max-task-failures",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 100_000),
+    help="Tasks that may fail for good before the job fails and its other tasks are killed "
+    "(for sweeps: the rest keep running).",
+)
+@click.option(
     "--timeout",
     type=DURATION,
     metavar="DURATION",
@@ -248,6 +256,13 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     help="Replace a finished job of the same --name (its tasks, logs and events go); a running one is never replaced.",
 )
 @click.option("--no-wait", is_flag=True, help="Submit, print the job id and return.")
+@click.option(
+    "--raw",
+    "raw_output",
+    is_flag=True,
+    help="Stream the output exactly as written, terminal escapes included (by default escapes other "
+    "than colours, and control characters, are shown as \\x1b, \\r....).",
+)
 @click.option("--json", "as_json", is_flag=True, help="With --no-wait: print the job id as JSON.")
 @click.option(
     "--no-workspace",
@@ -259,7 +274,8 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     "pip_packages",
     multiple=True,
     metavar="PKG",
-    help="Install PKG in the task's environment (repeatable).",
+    help="Install PKG in the task's environment (repeatable): a requirement or a remote URL; local "
+    "paths are refused (ship local code in the workspace).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
@@ -285,6 +301,7 @@ def job_run(
     replicas: int,
     max_retries: int,
     max_preemptions: int,
+    max_task_failures: int,
     timeout: float | None,
     scheduling_timeout: float | None,
     priority: str,
@@ -292,6 +309,7 @@ def job_run(
     wait_for_capacity: bool,
     replace: bool,
     no_wait: bool,
+    raw_output: bool,
     as_json: bool,
     no_workspace: bool,
     pip_packages: Sequence[str],
@@ -351,6 +369,7 @@ def job_run(
         ports=list(ports),
         max_retries_failure=max_retries,
         max_retries_preemption=max_preemptions,
+        max_task_failures=max_task_failures,
         timeout=timeout,
         scheduling_timeout=scheduling_timeout,
         priority=priority,
@@ -390,13 +409,13 @@ def job_run(
         ) as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, request, no_wait=False, as_json=as_json, detach_ok=False,
-                workspace=workspace,
+                workspace=workspace, raw=raw_output,
             )  # fmt: skip
     else:
         with obj.client() as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, request, no_wait=no_wait, as_json=as_json, detach_ok=True,
-                workspace=workspace,
+                workspace=workspace, raw=raw_output,
             )  # fmt: skip
     sys.exit(code)
 
@@ -474,6 +493,7 @@ def _run_and_follow(
     as_json: bool,
     detach_ok: bool,
     workspace: Path | None = None,
+    raw: bool = False,
 ) -> int:
     # Everything that can be checked is checked before the workspace is packaged and uploaded.
     request.apply(client, submit_kwargs)
@@ -504,7 +524,7 @@ def _run_and_follow(
     multi = submit_kwargs.get("replicas", 1) > 1
     # An embedded --local cluster stops with the job: a dashboard link would be dead at once.
     return follow_job(
-        job, controller_url=client.url, multi=multi, detach_ok=detach_ok, show_dashboard=detach_ok
+        job, controller_url=client.url, multi=multi, detach_ok=detach_ok, show_dashboard=detach_ok, raw=raw
     )
 
 

@@ -307,6 +307,17 @@ class WorkerDefaults(ConfigModel):
     reregister_after_s: float = Field(default=30.0, gt=0)
     """A worker that has not heard from the controller for this long registers again."""
 
+    drain_grace_s: float = Field(default=3600.0, ge=0)
+    """``iris worker drain``: tasks still running this long after the drain began are moved elsewhere."""
+
+    quarantine_failures: int = Field(default=3, ge=0)
+    """A worker where attempts of this many different jobs failed with infrastructure errors (start or
+    build failures, full disk, device errors, the worker's own loss) within ``quarantine_window_s`` is
+    cordoned automatically (0: never)."""
+
+    quarantine_window_s: float = Field(default=600.0, gt=0)
+    """The sliding window of ``quarantine_failures``."""
+
 
 class DefaultsConfig(ConfigModel):
     autoscaler: AutoscalerDefaults = Field(default_factory=AutoscalerDefaults)

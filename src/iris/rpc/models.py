@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -35,6 +36,9 @@ class WireModel(BaseModel):
 # A process's argv and environment share the kernel's ARG_MAX (2 MiB on Linux); a task's own
 # command line and variables may use half, leaving room for what the runtime adds.
 MAX_ARGV_ENV_BYTES = 1 << 20
+# The kernel refuses any one argv or environment string (``KEY=value`` with its NUL) over 128 KiB
+# (MAX_ARG_STRLEN): such a task could be accepted but never start.
+MAX_ARG_STRING_BYTES = 128 * 1024
 # Pip requirement specifiers: a name, extras, version pins and markers; never an option.
 MAX_PIP_PACKAGES = 256
 
@@ -60,8 +64,17 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
         if not key or "=" in key or "\0" in key:
             raise ValueError(f"bad environment variable name {key!r}")
         _check_text(f"environment variable {key}", value)
+        size = _env_size({key: value})
+        if size > MAX_ARG_STRING_BYTES:
+            raise ValueError(
+                f"environment variable {key} is {size} bytes, over the {MAX_ARG_STRING_BYTES} bytes"
+                " (128 KiB) the kernel lets one variable hold; pass large values in a file"
+            )
     if _env_size(env) > MAX_ARGV_ENV_BYTES:
-        raise ValueError(f"the environment is over {MAX_ARGV_ENV_BYTES} bytes")
+        raise ValueError(
+            f"the environment is {_env_size(env)} bytes, over the {MAX_ARGV_ENV_BYTES}-byte (1 MiB) limit"
+            " for all of a job's variables together; pass large values in a file"
+        )
     return env
 
 
@@ -119,6 +132,11 @@ class Entrypoint(WireModel):
             raise ValueError("the command is empty: give a program to run")
         for arg in self.argv:
             _check_text("the command", arg)
+            if _strings_size([arg]) > MAX_ARG_STRING_BYTES:
+                raise ValueError(
+                    f"one argument of the command is {_strings_size([arg])} bytes, over the"
+                    f" {MAX_ARG_STRING_BYTES} bytes (128 KiB) the kernel lets one argument hold"
+                )
         if _strings_size(self.argv) > MAX_ARGV_ENV_BYTES:
             raise ValueError(f"the command line is over {MAX_ARGV_ENV_BYTES} bytes")
         if self.kind == "callable" and not self.callable_b64:
@@ -209,6 +227,31 @@ class CoschedulingConfig(WireModel):
     group_by: str = Field(min_length=1, max_length=128)
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[A-Za-z0-9._,\s-]*\])?")
+_ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".egg")
+
+
+def is_local_requirement(text: str) -> bool:
+    """Whether a requirement names something on the building machine (a path, a ``file:`` URL, an
+    archive): installing it would run whatever code lies there. Allowed are project names with
+    versions/markers, and remote URLs (``name @ https://...``, ``git+https://...``)."""
+    text = text.strip()
+    if "file:" in text.lower():
+        return True
+    project = _PROJECT.match(text)
+    if project is not None:
+        name = text[: project.end()].split("[")[0].strip().lower()
+        rest = text[project.end() :].lstrip()
+        if rest.startswith("@"):  # a direct reference: must be a remote URL
+            return _URL.match(rest[1:].split(";")[0].strip()) is None
+        if not rest or rest[0] in "<>=!~;(,":
+            return name.endswith(_ARCHIVES)
+    if _URL.match(text) is not None:
+        return False
+    return text.startswith((".", "~")) or "/" in text or "\\" in text or text.lower().endswith(_ARCHIVES)
+
+
 class EnvironmentSpec(WireModel):
     pip_packages: list[str] = Field(default_factory=list, max_length=MAX_PIP_PACKAGES)
     env_vars: dict[str, str] = Field(default_factory=dict)
@@ -223,6 +266,11 @@ class EnvironmentSpec(WireModel):
                 raise ValueError(f"bad pip package {package!r}: give a requirement such as numpy==2.1")
             if text.startswith("-") or any(c in text for c in "\0\n\r"):
                 raise ValueError(f"pip package {package!r} is not a requirement (options are not accepted)")
+            if is_local_requirement(text):
+                raise ValueError(
+                    f"pip package {package!r} is a local path: only package names and remote URLs can be "
+                    "installed (ship local code in the job's workspace instead)"
+                )
         return packages
 
     @field_validator("env_vars")
@@ -503,6 +551,15 @@ class WorkerInfo(WireModel):
     slice_id: str | None = None
     scale_group: str | None = None
     health: WorkerHealth | None = None
+    # CORDONED or DRAINING (DRAINED once nothing runs there): no new work; why, since when.
+    cordon: Literal["CORDONED", "DRAINING", "DRAINED"] | None = None
+    cordon_reason: str | None = None
+    cordoned_at: float | None = None
+    cordon_automatic: bool = False
+
+
+class CordonRequest(WireModel):
+    reason: str = Field(default="", max_length=500)
 
 
 class WorkerList(WireModel):
@@ -533,6 +590,9 @@ class RunSpec(WireModel):
     # Gang members dispatched together share a generation and know how many they are.
     gang_generation: int | None = None
     gang_size: int | None = None
+    # host:port of the gang's coordinator (on task 0's machine, port chosen by the controller):
+    # the runtime sets the JAX and torch.distributed variables from it (attempt_env.py).
+    gang_coordinator: str | None = None
     user: str = ""
     # The job's secrets, by environment variable: set in the task's environment and masked
     # (``***``) in its log. Sent to the worker running the attempt only, never shown by any API.
@@ -573,6 +633,31 @@ class ReconcileResponse(WireModel):
     worker_id: str
     observations: list[AttemptObservation]
     health: WorkerHealth
+
+
+# A callable task's pickled return value is kept by the controller up to this size (one per task,
+# the latest attempt's); a bigger one fails the task with a message saying so.
+MAX_RESULT_BYTES = 1024 * 1024
+# The end of a remote traceback kept with a failed callable's result.
+MAX_TRACEBACK_CHARS = 32 * 1024
+
+
+class TaskResult(WireModel):
+    """What a callable task's attempt returned (``ok``) or raised, posted by its runner."""
+
+    attempt_uid: str = Field(min_length=1, max_length=64)
+    ok: bool
+    # The cloudpickle of the return value, base64 (only when ok).
+    payload_b64: str | None = Field(default=None, max_length=(MAX_RESULT_BYTES * 4) // 3 + 8)
+    # The formatted traceback of the exception (only when not ok).
+    traceback: str | None = Field(default=None, max_length=MAX_TRACEBACK_CHARS)
+    task_index: int | None = None  # filled in by the controller's answer
+
+
+class TaskResults(WireModel):
+    """The results of a job's tasks, each the one its current attempt posted, by task index."""
+
+    results: list[TaskResult]
 
 
 class ExecRequest(WireModel):

@@ -15,6 +15,7 @@ reconcile and worker health for WORKER; Pod reconciliation for KUBERNETES.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import sqlite3
@@ -43,6 +44,15 @@ from iris.cluster.controller.backend import (
 from iris.cluster.controller.budgets import Budgets
 from iris.cluster.controller.bundles import BundleStore
 from iris.cluster.controller.capacity import dry_run_from_groups, workers_misfit
+from iris.cluster.controller.cordons import (
+    Cordon,
+    Mode,
+    QuarantineWindow,
+    delete_cordon,
+    infrastructure_failure,
+    load_cordons,
+    save_cordon,
+)
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.effects import (
     Applied,
@@ -168,6 +178,11 @@ class Controller:
         self.secrets = secrets or SecretStore(db)
         self.task_env: dict[str, str] = {}  # defaults.task_env, under each job's own env
         self.forward_env: list[str] = []  # forward_env: what clients copy from the submitter's env
+        # Cordoned and draining workers take no new work (controller/cordons.py).
+        with db.read() as cur:
+            self.cordons: dict[str, Cordon] = load_cordons(cur)
+        self.quarantine = QuarantineWindow()
+        self.drain_grace_s = 3600.0
         self._pod_logs: PodLogCollector | None = None
         self.controller_url = controller_url
         self.autoscaler = autoscaler
@@ -318,6 +333,7 @@ class Controller:
             if full or targets:
                 self.metrics.reconcile_round_seconds.observe(time.perf_counter() - t2)
             self._update_worker_health()
+            self._drain(self.clock())
             self._trigger_autoscale()
         if descriptor.kind is BackendKind.KUBERNETES:
             t3 = time.perf_counter()
@@ -384,7 +400,97 @@ class Controller:
         return plan
 
     def _healthy(self, workers: Iterable[store.WorkerRow]) -> set[str]:
-        return {w.worker_id for w in workers if self.health.status(w.worker_id) is WorkerStatus.HEALTHY}
+        """The workers new work may go to: healthy and not cordoned or draining."""
+        cordons = self.cordons
+        return {
+            w.worker_id
+            for w in workers
+            if self.health.status(w.worker_id) is WorkerStatus.HEALTHY and w.worker_id not in cordons
+        }
+
+    # ------------------------------------------------------------ cordons
+
+    def cordon_worker(self, worker_id: str, mode: Mode, reason: str, *, automatic: bool = False) -> Cordon:
+        """Take no new work on the worker (``drain``: and move its tasks after the grace)."""
+        with self.db.read() as cur:
+            known = {w.worker_id for w in store.list_workers(cur)}
+        if worker_id not in known:
+            raise NotFound(f"worker {worker_id} is not registered")
+        now = self.clock()
+        previous = self.cordons.get(worker_id)
+        since = previous.since if previous is not None and previous.mode == mode else now
+        cordon = Cordon(
+            worker_id, mode, reason or ("draining" if mode == "drain" else "cordoned"), since, automatic
+        )
+        with self.db.transaction() as cur:
+            save_cordon(cur, cordon)
+        self.cordons = {**self.cordons, worker_id: cordon}
+        log.warning(
+            "worker %s %s: %s", worker_id, "draining" if mode == "drain" else "cordoned", cordon.reason
+        )
+        self._fleet_changed()
+        return cordon
+
+    def uncordon_worker(self, worker_id: str) -> bool:
+        with self.db.transaction() as cur:
+            removed = delete_cordon(cur, worker_id)
+        self.cordons = {k: v for k, v in self.cordons.items() if k != worker_id}
+        self.quarantine.forget(worker_id)
+        if removed:
+            log.info("worker %s uncordoned", worker_id)
+            self._fleet_changed()
+        return removed
+
+    def _fleet_changed(self) -> None:
+        self._shapes = None
+        if self._queue is not None:
+            with self._queue_lock:
+                self._queue.invalidate()  # parked work may fit (or no longer fit) now
+        self.wake()
+
+    def _quarantine(
+        self, observations: Mapping[str, AttemptObservation], snap: store.ObservationSnapshot
+    ) -> None:
+        """Count infrastructure failures per worker; cordon a worker that crossed the threshold."""
+        now = self.clock()
+        for uid, obs in observations.items():
+            attempt = snap.attempts.get(uid)
+            if attempt is None or attempt.worker_id is None or attempt.state in TERMINAL_TASK_STATES:
+                continue
+            kind = infrastructure_failure(obs.state, obs.error)
+            if kind is None:
+                continue
+            reason = self.quarantine.record(attempt.worker_id, kernel.job_of(attempt.task_id), kind, now)
+            if reason is not None and attempt.worker_id not in self.cordons:
+                try:
+                    self.cordon_worker(attempt.worker_id, "cordon", reason, automatic=True)
+                except NotFound:
+                    pass
+
+    def _drain(self, now: float) -> None:
+        """Preempt the tasks still running on workers drained longer than the grace."""
+        due = [
+            c.worker_id
+            for c in self.cordons.values()
+            if c.mode == "drain" and now - c.since >= self.drain_grace_s
+        ]
+        if not due:
+            return
+        with self.db.read() as cur:
+            live = [
+                a
+                for a in store.unreleased_attempts(cur, due)
+                if a.stop_reason is None and a.state not in TERMINAL_TASK_STATES
+            ]
+            if not live:
+                return
+            tasks = store.task_snapshots(cur, {a.task_id for a in live})
+            attempts = store.attempt_snapshots(cur, [a.attempt_uid for a in live])
+        victims = {a.task_id: f"the drain of worker {a.worker_id}" for a in live}
+        effects = kernel.preempt(victims, tasks, attempts, now)
+        if effects:
+            with self.db.transaction() as cur:
+                self._commit(cur, effects, now)
 
     def _queued_snapshot(
         self, queue: PendingQueue, cur: sqlite3.Cursor, now: float, deadlines: bool
@@ -844,8 +950,7 @@ class Controller:
         if not workers and self.autoscaler is not None:
             would, summary = dry_run_from_groups(spec, self.autoscaler.groups)
             return {"job_id": str(name), "would_place": would, "summary": summary}
-        healthy = {w.worker_id for w in workers if self.health.status(w.worker_id) is WorkerStatus.HEALTHY}
-        views, running = kernel.fleet_views(workers, usage, healthy)
+        views, running = kernel.fleet_views(workers, usage, self._healthy(workers))
         specs = self._specs_for({p.job_id: p.spec_json for p in snap.pending}, [])
         queued, _ = kernel.task_requests(snap.pending, specs, snap.stopping_gangs)
         res = ResourceSpec.model_validate(spec.resources.model_dump())
@@ -957,9 +1062,15 @@ class Controller:
     def _desired(self, live: Sequence[store.LiveAttempt]) -> list[DesiredAttempt]:
         new_uids = [a.attempt_uid for a in live if a.state is TaskState.ASSIGNED and a.stop_reason is None]
         gangs: dict[str, tuple[int, int]] = {}
+        leaders: dict[tuple[str, int], str] = {}
         if new_uids:
             with self.db.read() as cur:
                 gangs = store.gang_of_attempts(cur, new_uids)
+                if gangs:
+                    by_uid = {a.attempt_uid: a.job_id for a in live}
+                    leaders = store.gang_leader_addresses(
+                        cur, [(by_uid[uid], generation) for uid, (generation, _) in gangs.items()]
+                    )
         desired = []
         for a in live:
             if a.stop_reason is not None or a.state in TERMINAL_TASK_STATES:
@@ -974,7 +1085,11 @@ class Controller:
                 spec = self._run_spec(a)
                 if a.attempt_uid in gangs:
                     generation, size = gangs[a.attempt_uid]
-                    spec = spec.model_copy(update={"gang_generation": generation, "gang_size": size})
+                    update: dict[str, Any] = {"gang_generation": generation, "gang_size": size}
+                    leader = leaders.get((a.job_id, generation))
+                    if leader is not None:
+                        update["gang_coordinator"] = gang_coordinator(leader, a.job_id, generation)
+                    spec = spec.model_copy(update=update)
                 desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run", spec=spec))
             else:
                 desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run"))
@@ -1005,6 +1120,8 @@ class Controller:
         with self.db.read() as cur:
             read_at = store.writes_so_far(cur)
             snap = store.observation_snapshot(cur, observations)
+        if self.quarantine.threshold > 0 and self._descriptor.kind is BackendKind.WORKER:
+            self._quarantine(observations, snap)
         effects = kernel.fold_observations(snap, observations.values(), now)
         if not effects:
             return False
@@ -1120,6 +1237,22 @@ def _asked(group: DesiredGroup, report: GroupReport) -> dict[str, AttemptObserva
     """Never trust reports about attempts the group did not ask about."""
     asked = {d.attempt_uid for d in group.attempts}
     return {o.attempt_uid: o for o in report.observations or () if o.attempt_uid in asked}
+
+
+# The coordinator port of a gang is chosen here, below Linux's ephemeral range (32768-60999, where
+# workers' own --port allocations come from), per job and gang generation: a retried gang gets a
+# new one.
+GANG_PORT_BASE = 20000
+GANG_PORT_SPAN = 10000
+
+
+def gang_coordinator(leader_address: str, job_id: str, generation: int) -> str:
+    """``host:port`` of a gang's coordinator: task 0's worker host, a port derived from the gang."""
+    address = leader_address.split("://", 1)[-1].split("/", 1)[0]
+    host = address.rpartition(":")[0] or address
+    digest = hashlib.sha256(f"{job_id}#{generation}".encode()).digest()
+    port = GANG_PORT_BASE + int.from_bytes(digest[:4], "big") % GANG_PORT_SPAN
+    return f"{host}:{port}"
 
 
 def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:

@@ -246,7 +246,17 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (bundle_id, user)
     ) WITHOUT ROWID;
     """,
-    # 11: per-user budgets (``iris user budget set``), the scheduler's first gate
+    # 11: cordoned and draining workers (controller/cordons.py), kept across re-registration
+    """
+    CREATE TABLE worker_cordons (
+        worker_id TEXT PRIMARY KEY,
+        mode TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        since REAL NOT NULL,
+        automatic INTEGER NOT NULL DEFAULT 0
+    );
+    """,
+    # 12: per-user budgets (``iris user budget set``), the scheduler's first gate
     """
     CREATE TABLE user_budgets (
         user TEXT PRIMARY KEY,
@@ -271,6 +281,20 @@ def statements(script: str) -> list[str]:
     return out
 
 
+# Kept outside MIGRATIONS: created if missing at every open (an older database gains it as is).
+OWN_TABLES = [
+    # What each callable task's latest attempt returned or raised (results.py): one row per task.
+    """CREATE TABLE IF NOT EXISTS task_results (
+        task_id TEXT PRIMARY KEY,
+        attempt_uid TEXT NOT NULL,
+        ok INTEGER NOT NULL,
+        payload BLOB,
+        traceback TEXT,
+        created_at REAL NOT NULL
+    )""",
+]
+
+
 class ControllerDB:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -287,6 +311,9 @@ class ControllerDB:
         self._conn.execute("PRAGMA foreign_keys=OFF")
         self._conn.execute("PRAGMA cache_size=-65536")
         self._migrate()
+        with self._lock:
+            for statement in OWN_TABLES:
+                self._conn.execute(statement)
 
     @property
     def connection(self) -> sqlite3.Connection:

@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from iris import __version__
-from iris.cluster.controller import store, views
+from iris.cluster.controller import results, store, views
 from iris.cluster.controller.auth import Principal
 from iris.cluster.controller.backend import dashboard_backend_descriptor
 from iris.cluster.controller.bundles import check_bundle_id
@@ -47,6 +47,7 @@ from iris.rpc.models import (
     SECRET_NAME_PATTERN,
     ClientConfig,
     ClusterStatus,
+    CordonRequest,
     DashboardInfo,
     DryRunResult,
     EndpointInfo,
@@ -66,6 +67,8 @@ from iris.rpc.models import (
     SubmitManyRequest,
     SubmitManyResponse,
     SubmitResponse,
+    TaskResult,
+    TaskResults,
     UserBudget,
     UserBudgetInfo,
     UserBudgetList,
@@ -573,6 +576,23 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         payload = base64.b64decode(entrypoint.callable_b64)
         return Response(content=payload, media_type="application/octet-stream")
 
+    @app.get("/api/v1/jobs/{job_path:path}:results", response_model=TaskResults)
+    def job_results(job_path: str) -> Response:
+        """What the job's callable tasks returned or raised (their current attempts'), by task index."""
+        job_id = owned_job(_job_id(job_path))
+        with controller.db.read() as cur:
+            if store.get_job(cur, job_id) is None:
+                raise NotFound(f"job {job_id} does not exist")
+            return model_response(TaskResults(results=results.for_job(cur, job_id)))
+
+    @app.post("/api/v1/tasks/{task_path:path}:result", status_code=204)
+    def post_task_result(task_path: str, body: TaskResult) -> Response:
+        """A callable task's runner posts what its attempt returned (or raised), before it exits."""
+        task_id = owned_task(_job_id(task_path))
+        with controller.db.transaction() as cur:
+            results.save(cur, task_id, body)
+        return Response(status_code=204)
+
     @app.get("/api/v1/jobs/{job_path:path}:events")
     def job_events(job_path: str, limit: int = Query(default=200, ge=1, le=2000)) -> dict[str, object]:
         job_id = owned_job(_job_id(job_path))
@@ -665,7 +685,14 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             mine = f"/{who().user}/"
             running = {w: [t for t in ts if t.startswith(mine)] for w, ts in running.items()}
         out = []
+        cordons = controller.cordons
         for w in workers:
+            cordon = cordons.get(w.worker_id)
+            shown = None
+            if cordon is not None:
+                shown = "CORDONED"
+                if cordon.mode == "drain":
+                    shown = "DRAINING" if w.worker_id in running else "DRAINED"
             out.append(
                 WorkerInfo(
                     worker_id=w.worker_id,
@@ -681,9 +708,38 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
                     slice_id=w.slice_id,
                     scale_group=w.scale_group,
                     health=w.health,
+                    cordon=shown,
+                    cordon_reason=cordon.reason if cordon is not None else None,
+                    cordoned_at=cordon.since if cordon is not None else None,
+                    cordon_automatic=cordon.automatic if cordon is not None else False,
                 )
             )
         return WorkerList(workers=out)
+
+    def admin_only(what: str) -> None:
+        if not who().is_admin:
+            raise PermissionDenied(f"only an admin may {what}")
+
+    @app.post("/api/v1/workers/{worker_id}:cordon", status_code=204)
+    def cordon(worker_id: str, body: CordonRequest) -> Response:
+        """No new work on the worker; what runs there runs on."""
+        admin_only("cordon workers")
+        controller.cordon_worker(worker_id, "cordon", body.reason)
+        return Response(status_code=204)
+
+    @app.post("/api/v1/workers/{worker_id}:drain", status_code=204)
+    def drain(worker_id: str, body: CordonRequest) -> Response:
+        """No new work; running tasks finish, or are moved elsewhere after the drain grace."""
+        admin_only("drain workers")
+        controller.cordon_worker(worker_id, "drain", body.reason)
+        return Response(status_code=204)
+
+    @app.post("/api/v1/workers/{worker_id}:uncordon", status_code=204)
+    def uncordon(worker_id: str) -> Response:
+        admin_only("uncordon workers")
+        if not controller.uncordon_worker(worker_id):
+            raise NotFound(f"worker {worker_id} is not cordoned or draining")
+        return Response(status_code=204)
 
     if dashboard_dir is not None and dashboard_dir.exists():
         from fastapi.staticfiles import StaticFiles

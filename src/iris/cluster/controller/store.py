@@ -195,6 +195,10 @@ def delete_job_tree(cur: sqlite3.Cursor, job_id: str) -> None:
         "DELETE FROM attempts WHERE task_id IN (SELECT task_id FROM tasks WHERE job_id = ? OR job_id LIKE ?)",
         (job_id, like),
     )
+    cur.execute(
+        "DELETE FROM task_results WHERE task_id IN (SELECT task_id FROM tasks WHERE job_id = ? OR job_id LIKE ?)",
+        (job_id, like),
+    )
     cur.execute("DELETE FROM tasks WHERE job_id = ? OR job_id LIKE ?", (job_id, like))
     cur.execute("DELETE FROM jobs WHERE job_id = ? OR job_id LIKE ?", (job_id, like))
 
@@ -571,6 +575,23 @@ def gang_of_attempts(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[s
         attempt_uids,
     ):
         out[r[0]] = (r[1], r[2])
+    return out
+
+
+def gang_leader_addresses(
+    cur: sqlite3.Cursor, gangs: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
+    """(job id, gang generation) -> the address of the worker running that generation's task 0."""
+    out: dict[tuple[str, int], str] = {}
+    for job_id, generation in set(gangs):
+        row = cur.execute(
+            "SELECT w.address FROM tasks t JOIN attempts a ON a.task_id = t.task_id"
+            " JOIN workers w ON w.worker_id = a.worker_id"
+            " WHERE t.job_id = ? AND t.task_index = 0 AND a.gang_generation = ? LIMIT 1",
+            (job_id, generation),
+        ).fetchone()
+        if row is not None:
+            out[(job_id, generation)] = row[0]
     return out
 
 

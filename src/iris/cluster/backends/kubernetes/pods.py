@@ -7,8 +7,10 @@ retries by creating a new attempt (a new pod name). Kueue sees the pod through i
 
 from __future__ import annotations
 
+import base64
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
 from iris.cluster.backends.kubernetes.accelerators import accelerator_placement
@@ -29,6 +31,7 @@ from iris.cluster.backends.kubernetes.naming import (
     pod_group_name,
     pod_name,
 )
+from iris.cluster.worker import safe_unpack as safe_unpack_module
 from iris.rpc.enums import ConstraintOp
 from iris.rpc.models import Constraint, RunSpec
 
@@ -75,9 +78,11 @@ WORKSPACE_VOLUME = "workspace"
 WORKSPACE_DIR = "/workspace"
 BUNDLE_INIT_CONTAINER = "fetch-bundle"
 BUNDLE_TOKEN_ENV = "IRIS_BUNDLE_TOKEN"
-# Standard library only: the task image need not have Iris installed to fetch its workspace.
-BUNDLE_INIT_SCRIPT = """\
-import hashlib, os, sys, tarfile, urllib.request
+# Fetch, check the sha256, unpack with the worker's own unpacker (its source is prepended, so the
+# task image needs only Python's standard library, not Iris): files and directories only, no
+# links or special files, never outside the work dir, bounded in bytes and entries.
+_BUNDLE_FETCH = """
+import hashlib, os, sys, urllib.request
 bundle = os.environ["IRIS_BUNDLE_ID"]
 url = os.environ["IRIS_CONTROLLER_URL"].rstrip("/") + "/api/v1/bundles/" + bundle
 request = urllib.request.Request(url)
@@ -93,11 +98,20 @@ except OSError as exc:
     sys.exit(f"could not fetch bundle {bundle} from {url}: {exc}")
 if digest.hexdigest() != bundle:
     sys.exit(f"could not fetch bundle {bundle}: the downloaded bytes hash to {digest.hexdigest()}")
-with tarfile.open(path) as tar:
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-    tar.extractall(os.environ["IRIS_WORKDIR"], **safe)
+try:
+    safe_unpack(Path(path), Path(os.environ["IRIS_WORKDIR"]))
+except (UnsafeBundle, tarfile.TarError, OSError) as exc:
+    sys.exit(f"could not unpack bundle {bundle}: {exc}")
 print(f"unpacked bundle {bundle[:12]} into {os.environ['IRIS_WORKDIR']}")
 """
+BUNDLE_INIT_SCRIPT = Path(safe_unpack_module.__file__).read_text() + _BUNDLE_FETCH
+# Every container: no privilege escalation (setuid binaries), no Linux capabilities; the pod:
+# the runtime's default seccomp profile (and a non-root uid when the config names one).
+CONTAINER_SECURITY_CONTEXT: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "capabilities": {"drop": ["ALL"]},
+}
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -114,10 +128,13 @@ def build_pod(
     controller_url: str,
     backend_id: str,
     bundle_token: str | None = None,
+    secret_name: str | None = None,
 ) -> dict[str, Any]:
     """The Pod manifest (a plain dict, ready for JSON) for one attempt.
 
     ``bundle_token`` (a credential scoped to reading the bundle) goes to the init container only.
+    With ``secret_name`` (the attempt's Secret, see :func:`attempt_secret`) the job token and the
+    job's secrets are references to it (``valueFrom.secretKeyRef``), not values in the pod spec.
     """
     labels = {
         LABEL_MANAGED: "true",
@@ -133,7 +150,11 @@ def build_pod(
         ANNOTATION_ATTEMPT_UID: spec.attempt_uid,
         ANNOTATION_ATTEMPT_NUMBER: str(spec.attempt_number),
     }
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "enableServiceLinks": False}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "securityContext": pod_security_context(config),
+    }
 
     priority_class = config.priority_class(spec.priority)
     if priority_class:
@@ -169,16 +190,18 @@ def build_pod(
         "name": TASK_CONTAINER,
         "image": config.default_image,
         "command": [escape_expansion(arg) for arg in container_command(spec)],
-        "env": [{"name": k, "value": escape_expansion(v)} for k, v in task_env(spec, controller_url).items()],
+        "env": env_entries(task_env(spec, controller_url), secret_name, secret_keys(spec)),
         "resources": container_resources(spec, config),
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
     if spec.bundle_id:
         mount = {"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}
         container["volumeMounts"] = [mount]
         container["workingDir"] = WORKSPACE_DIR
         pod_spec["volumes"] = [{"name": WORKSPACE_VOLUME, "emptyDir": {}}]
-        pod_spec["initContainers"] = [bundle_init_container(spec, config, controller_url, bundle_token)]
+        init = bundle_init_container(spec, config, controller_url, bundle_token, secret_name)
+        pod_spec["initContainers"] = [init]
     pod_spec["containers"] = [container]
     return {
         "apiVersion": "v1",
@@ -194,7 +217,11 @@ def build_pod(
 
 
 def bundle_init_container(
-    spec: RunSpec, config: KubernetesBackendConfig, controller_url: str, token: str | None
+    spec: RunSpec,
+    config: KubernetesBackendConfig,
+    controller_url: str,
+    token: str | None,
+    secret_name: str | None = None,
 ) -> dict[str, Any]:
     """Fetches ``spec.bundle_id`` from the controller, checks its sha256 and unpacks it into the
     shared workspace volume before the task container starts."""
@@ -204,17 +231,82 @@ def bundle_init_container(
         "IRIS_CONTROLLER_URL": controller_url,
         "IRIS_WORKDIR": WORKSPACE_DIR,
     }
-    if token:
-        env[BUNDLE_TOKEN_ENV] = token
+    entries = env_entries(env, None, set())
+    if token and secret_name and TOKEN_ENV in secret_keys(spec):
+        ref = {"name": secret_name, "key": TOKEN_ENV}
+        entries.append({"name": BUNDLE_TOKEN_ENV, "valueFrom": {"secretKeyRef": ref}})
+    elif token:
+        entries.append({"name": BUNDLE_TOKEN_ENV, "value": escape_expansion(token)})
     return {
         "name": BUNDLE_INIT_CONTAINER,
         "image": config.default_image,
         "command": ["python", "-c", escape_expansion(BUNDLE_INIT_SCRIPT)],
-        "env": [{"name": k, "value": escape_expansion(v)} for k, v in env.items()],
+        "env": entries,
         "volumeMounts": [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
+
+
+def pod_security_context(config: KubernetesBackendConfig) -> dict[str, Any]:
+    """The runtime's default seccomp profile always; with ``run_as_user`` every container runs as
+    that uid (and gid), ``runAsNonRoot`` enforced, and the workspace volume group-owned by it."""
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if config.run_as_user is not None:
+        uid = config.run_as_user
+        context.update(runAsNonRoot=True, runAsUser=uid, runAsGroup=uid, fsGroup=uid)
+    return context
+
+
+TOKEN_ENV = "IRIS_TOKEN"
+
+
+def secret_keys(spec: RunSpec) -> set[str]:
+    """The task variables that are credentials: its job token and the job's secrets."""
+    keys = set(spec.secret_env)
+    if TOKEN_ENV in spec.env:
+        keys.add(TOKEN_ENV)
+    return keys
+
+
+def secret_name_of(pod: str) -> str:
+    """The attempt's Secret, named after its pod (a DNS subdomain; pod names are at most 63)."""
+    return f"{pod}-env"
+
+
+def attempt_secret(
+    spec: RunSpec, config: KubernetesBackendConfig, controller_url: str
+) -> dict[str, Any] | None:
+    """The attempt's own Secret (job token, job secrets), or None when it has no credential. The
+    backend creates it before the pod and then makes the pod its owner, so it is deleted with it."""
+    env = task_env(spec, controller_url)
+    data = {k: env[k] for k in sorted(secret_keys(spec)) if k in env}
+    if not data:
+        return None
+    pod = pod_name(spec.task_id, spec.attempt_uid)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": secret_name_of(pod),
+            "namespace": config.namespace,
+            "labels": {LABEL_MANAGED: "true", LABEL_ATTEMPT_UID: label_value(spec.attempt_uid)},
+        },
+        "data": {k: base64.b64encode(v.encode("utf-8", "surrogateescape")).decode() for k, v in data.items()},
+    }
+
+
+def env_entries(env: dict[str, str], secret_name: str | None, secret: set[str]) -> list[dict[str, Any]]:
+    """Container env: plain values (``$`` escaped), or references into the attempt's Secret."""
+    out: list[dict[str, Any]] = []
+    for k, v in env.items():
+        if secret_name and k in secret:
+            out.append({"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": k}}})
+        else:
+            out.append({"name": k, "value": escape_expansion(v)})
+    return out
 
 
 def escape_expansion(text: str) -> str:
