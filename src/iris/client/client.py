@@ -131,6 +131,8 @@ class IrisClient:
         existing_job_policy: Literal["error", "replace", "keep"] = "error",
         replace: bool = False,
         wait_for_capacity: bool = False,
+        image: str | None = None,
+        image_pull_policy: Literal["if-not-present", "always", "never"] = "if-not-present",
         workspace: str | Path | bool | None = None,
         bundle_id: str | None = None,
     ) -> Job:
@@ -142,6 +144,9 @@ class IrisClient:
         ``workspace`` (a directory, or True for the current one) is packaged and uploaded (once per
         content) so the tasks run inside a copy of it; ``bundle_id`` names an already uploaded one.
         A sub-job submitted with neither runs from its parent's bundle.
+
+        ``image`` runs each task in that container image (the workspace is its working dir);
+        ``image_pull_policy`` is ``if-not-present`` (default), ``always`` or ``never``.
         """
         options = {k: v for k, v in locals().items() if k not in ("self", "workspace", "bundle_id")}
         spec = self.build_spec(**options)
@@ -191,6 +196,8 @@ class IrisClient:
         existing_job_policy: Literal["error", "replace", "keep"] = "error",
         replace: bool = False,
         wait_for_capacity: bool = False,
+        image: str | None = None,
+        image_pull_policy: Literal["if-not-present", "always", "never"] = "if-not-present",
     ) -> JobSpec:
         if entrypoint is None:
             from iris.rpc.errors import InvalidArgument
@@ -219,6 +226,8 @@ class IrisClient:
             parent_job_id=parent_job_id or self.parent_job_id,
             existing_job_policy="replace" if replace else existing_job_policy,
             wait_for_capacity=wait_for_capacity,
+            image=image,
+            image_pull_policy=image_pull_policy,
         )
         return spec
 

@@ -231,6 +231,11 @@ class EnvironmentSpec(WireModel):
         return _check_env(env)
 
 
+# An image reference as docker accepts it: [registry/]name[:tag][@digest], no spaces or options.
+IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+ImagePullPolicy = Literal["if-not-present", "always", "never"]
+
+
 class JobSpec(WireModel):
     """Everything a user says about a job when submitting it."""
 
@@ -260,6 +265,10 @@ class JobSpec(WireModel):
     # Queue the job even when no registered worker and no scale group could ever run it (workers
     # that fit are expected to join); without it such a job is refused at submission.
     wait_for_capacity: bool = False
+    # A container image to run each task in (worker: the docker CLI; Kubernetes: the pod's image).
+    # None: the cluster's default task image, else a plain process on the worker.
+    image: str | None = Field(default=None, min_length=1, max_length=512, pattern=IMAGE_PATTERN)
+    image_pull_policy: ImagePullPolicy = "if-not-present"
 
     @field_validator("env")
     @classmethod
@@ -299,6 +308,7 @@ class FailureInfo(WireModel):
         "unschedulable",
         "gang_failed",
         "start_failed",
+        "image",
     ]
     summary: str
     exit_code: int | None = None
@@ -486,6 +496,9 @@ class RunSpec(WireModel):
     gang_generation: int | None = None
     gang_size: int | None = None
     user: str = ""
+    # The job's image (or the cluster's default): the worker runs the attempt in a container.
+    image: str | None = None
+    image_pull_policy: ImagePullPolicy = "if-not-present"
 
 
 class DesiredAttempt(WireModel):
