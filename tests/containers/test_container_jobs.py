@@ -143,3 +143,24 @@ def test_a_killed_container_job_leaves_no_container(
     wait_until(lambda: job.detail().state.value in ("KILLED", "FAILED"), timeout=60, what="the job killed")
     wait_until(lambda: _managed_containers(client) == [], timeout=30, what="no container left")
     assert os.environ["DOCKER_HOST"].startswith("unix://")
+
+
+def test_a_worker_killed_and_restarted_removes_its_leftover_container(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    result = run_iris(
+        cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", BUSYBOX_IMAGE,
+        "--max-preemptions", "0", "--", "sleep", "600",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = client.job(json.loads(result.stdout)["job_id"])
+    [running] = wait_until(lambda: _managed_containers(client), timeout=60, what="the container running")
+    worker = cluster.workers[0]
+    worker.proc.kill()  # kill -9: its watchdog kills the docker CLI, the container runs on
+    worker.proc.wait()
+    cluster.restart_worker(worker.name)
+    wait_until(
+        lambda: running not in _managed_containers(client), timeout=60, what="the leftover container removed"
+    )
+    job.kill()
+    wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")

@@ -96,6 +96,11 @@ class ContainerTaskRuntime:
         from iris.cluster.runtime.subprocess_runtime import PreparationError
 
         assert spec.image is not None
+        if spec.entrypoint.kind != "command":
+            raise PreparationError(
+                f"could not run a Python callable in image {spec.image}: callables run as processes "
+                "only; submit a command (e.g. python3 train.py) to use an image."
+            )
         try:
             self.ensure_image(spec.image, spec.image_pull_policy, log)
         except ImageUnavailable as exc:

@@ -372,13 +372,11 @@ class SubprocessRuntime:
         with self._lock:
             if uid in self._attempts:
                 return None
-            attempt = _Attempt(uid, spec, attempt_log_path(self._attempts_path, uid))
-            if spec.image is not None:
-                if self._containers is None:
-                    attempt = None
-                else:
+            runnable = spec.image is None or self._containers is not None
+            if runnable:
+                attempt = _Attempt(uid, spec, attempt_log_path(self._attempts_path, uid))
+                if spec.image is not None:
                     attempt.runtime = self._containers
-            if attempt is not None:
                 self._attempts[uid] = attempt
                 self._unreleased[uid] = attempt
                 return attempt
