@@ -9,7 +9,7 @@ import pytest
 
 from iris.client import LocalCluster
 from iris.cluster.controller.http_guard import MAX_REQUEST_BYTES
-from iris.rpc.models import MAX_ARGV_ENV_BYTES
+from iris.rpc.models import MAX_ARG_STRING_BYTES, MAX_ARGV_ENV_BYTES
 
 
 @pytest.fixture(scope="module")
@@ -79,13 +79,27 @@ def test_nul_in_argv_or_env_is_refused(api: httpx.Client) -> None:
 
 
 def test_argv_and_env_are_bounded_by_arg_max(api: httpx.Client) -> None:
-    big = "y" * (MAX_ARGV_ENV_BYTES // 2)
+    big = "y" * (MAX_ARG_STRING_BYTES - 100)  # each string fits; together they are over 1 MiB
+    argv = ["echo"] + [big] * (MAX_ARGV_ENV_BYTES // len(big) + 1)
     _rejected(
-        api.post("/api/v1/jobs", json=_spec(entrypoint={"kind": "command", "argv": ["echo", big, big]})),
+        api.post("/api/v1/jobs", json=_spec(entrypoint={"kind": "command", "argv": argv})),
         400,
         "command line",
     )
-    _rejected(api.post("/api/v1/jobs", json=_spec(env={"A": big, "B": big})), 400, "environment")
+    env = {f"V{i}": big for i in range(MAX_ARGV_ENV_BYTES // len(big) + 1)}
+    _rejected(api.post("/api/v1/jobs", json=_spec(env=env)), 400, "1 MiB")
+
+
+def test_one_env_value_or_argument_over_128_kib_is_refused_at_submit(api: httpx.Client) -> None:
+    """The kernel refuses any one ``KEY=value`` (or argument) over 128 KiB: such a job never starts."""
+    before = _job_count(api)
+    over = "z" * MAX_ARG_STRING_BYTES
+    _rejected(api.post("/api/v1/jobs", json=_spec(env={"BIG": over})), 400, "environment variable BIG is")
+    argv = {"kind": "command", "argv": ["echo", over]}
+    _rejected(api.post("/api/v1/jobs", json=_spec(entrypoint=argv)), 400, "128 KiB")
+    assert _job_count(api) == before
+    fits = "z" * (MAX_ARG_STRING_BYTES - len("BIG=") - 1)
+    assert api.post("/api/v1/jobs", json=_spec(name="fits", env={"BIG": fits})).status_code == 200
 
 
 @pytest.mark.parametrize("package", ["--index-url=http://127.0.0.1:1/simple", "-e .", "numpy\n--pre", ""])

@@ -4,9 +4,12 @@ real process against a real controller, because the sandbox's kubelet does not r
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import subprocess
 import sys
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,7 @@ import kubernetes_validate
 import pytest
 
 from iris.client import LocalCluster
-from iris.client.workspace import build_bundle, upload_bundle
+from iris.client.workspace import Bundle, build_bundle, upload_bundle
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
 from iris.cluster.backends.kubernetes.pods import (
     BUNDLE_INIT_CONTAINER,
@@ -119,3 +122,48 @@ def test_init_script_fails_clearly_on_a_missing_bundle(cluster: LocalCluster, tm
     assert result.returncode == 1
     assert result.stderr.startswith(f"could not fetch bundle {'0' * 64}")
     assert "404" in result.stderr
+
+
+def test_every_container_runs_without_privileges_and_seccomp_is_on() -> None:
+    pod = build_pod(spec(), CONFIG, controller_url="http://iris:10000", backend_id="k8s")
+    kubernetes_validate.validate(pod, "1.31", strict=True)
+    assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    for container in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
+        assert container["securityContext"] == {
+            "allowPrivilegeEscalation": False,
+            "privileged": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
+    config = KubernetesBackendConfig(namespace="iris", local_queue="q", run_as_user=1000)
+    pod = build_pod(spec(), config, controller_url="http://iris:10000", backend_id="k8s")
+    kubernetes_validate.validate(pod, "1.31", strict=True)
+    assert pod["spec"]["securityContext"] == {
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 1000,
+    }
+
+
+def test_init_script_refuses_links_as_the_worker_does(cluster: LocalCluster, tmp_path: Path) -> None:
+    """The init container unpacks with the worker's unpacker: a symlink (the way past tarfile's
+    own "data" filter) is refused, and nothing is written outside the work dir."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        link = tarfile.TarInfo("escape")
+        link.type, link.linkname = tarfile.SYMTYPE, str(tmp_path / "outside")
+        tar.addfile(link)
+        data = b"pwned"
+        member = tarfile.TarInfo("escape/file")
+        member.size = len(data)
+        tar.addfile(member, io.BytesIO(data))
+    payload = raw.getvalue()
+    upload_bundle(cluster.url, Bundle(hashlib.sha256(payload).hexdigest(), payload, 2, len(data)))
+    (tmp_path / "outside").mkdir()
+    workdir = tmp_path / "workspace"
+    workdir.mkdir()
+    result = run_init_script(hashlib.sha256(payload).hexdigest(), cluster.url, workdir)
+    assert result.returncode == 1, result.stdout
+    assert result.stderr.startswith("could not unpack bundle") and "link" in result.stderr
+    assert list((tmp_path / "outside").iterdir()) == []

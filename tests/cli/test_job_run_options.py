@@ -136,3 +136,27 @@ def test_bad_controller_urls_say_what_is_wrong(
     result = run_iris(cluster, workdir, "--controller", url, "job", "list")
     assert result.returncode == 2
     assert message in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_timeout_exits_124_and_status_says_timeout(cluster: LocalCluster, workdir: Path) -> None:
+    run = run_iris(
+        cluster,
+        workdir,
+        "job",
+        "run",
+        "--no-workspace",
+        "--name",
+        "to",
+        "--timeout",
+        "1s",
+        "--",
+        "sleep",
+        "30",
+    )
+    assert run.returncode == 124, run.stderr
+    assert "FAILED (TIMEOUT)" in run.stderr and "timed out after 1s" in run.stderr
+    status = run_iris(cluster, workdir, "job", "status", "to")
+    assert status.returncode == 0, status.stderr
+    assert "FAILED (TIMEOUT)" in status.stdout and "exit code: 124" in status.stdout
+    detail = json.loads(run_iris(cluster, workdir, "job", "status", "--json", "to").stdout)
+    assert detail["tasks"][0]["failure"]["kind"] == "timeout"

@@ -27,7 +27,9 @@ SCRIPT = (
     f"echo '{MARKUP}'; printf 'a\\033[31mred\\033[0m\\rb\\n'; printf 'bad\\377utf\\n'; "
     f"echo '[red]oops[/red]' >&2; exit 2 # {ESC}[2J\rhidden"
 )
-EXPECTED_STDOUT = f"{MARKUP}\na{ESC}[31mred{ESC}[0m\rb\nbad\ufffdutf\n"
+RAW_STDOUT = f"{MARKUP}\na{ESC}[31mred{ESC}[0m\rb\nbad\ufffdutf\n"
+# Shown by default: colours kept, the carriage return as text (it cannot hide "a red").
+EXPECTED_STDOUT = f"{MARKUP}\na{ESC}[31mred{ESC}[0m\\rb\nbad\ufffdutf\n"
 
 
 def run_iris(
@@ -74,6 +76,26 @@ def test_job_run_and_logs_pass_output_through(cluster: LocalCluster, odd_job: st
     assert logs.returncode == 0, logs.stderr
     assert logs.stdout == EXPECTED_STDOUT
     assert logs.stderr == "[red]oops[/red]\n"
+    raw = run_iris(cluster, tmp_path, "job", "logs", "--raw", odd_job)
+    assert raw.returncode == 0, raw.stderr
+    assert raw.stdout == RAW_STDOUT
+
+
+# A window title, a clipboard write (OSC 52), a hyperlink (OSC 8), a screen clear, a bell.
+HOSTILE = "\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07\x1b]8;;http://evil\x1b\\click\x1b]8;;\x1b\\\x1b[2J\x07"
+
+
+def test_job_output_cannot_drive_the_terminal(cluster: LocalCluster, tmp_path: Path) -> None:
+    command = ["python3", "-c", f"import sys; sys.stdout.write({HOSTILE!r} + 'end\\n')"]
+    run = run_iris(cluster, tmp_path, "job", "run", "--no-workspace", "--name", "hostile", "--", *command)
+    assert run.returncode == 0, run.stderr
+    job_id = next(line.split()[1] for line in run.stderr.splitlines() if line.startswith("job /"))
+    logs = run_iris(cluster, tmp_path, "job", "logs", job_id)
+    for shown in (run.stdout, logs.stdout):
+        assert ESC not in shown and "\x07" not in shown, repr(shown)
+        assert shown == HOSTILE.replace(ESC, "\\x1b").replace("\x07", "\\x07") + "end\n"
+    raw = run_iris(cluster, tmp_path, "job", "logs", "--raw", job_id)
+    assert raw.stdout == HOSTILE + "end\n"
 
 
 def test_job_list_shows_the_command_on_one_row(cluster: LocalCluster, odd_job: str, tmp_path: Path) -> None:

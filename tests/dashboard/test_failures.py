@@ -59,6 +59,8 @@ def test_oom_and_timeout_say_why_everywhere(page, seeded: SeededCluster) -> None
         [*cli, slow.job_id], capture_output=True, text=True, env=env, timeout=60
     ).stdout
     assert "task 0 failed (timeout): execution timeout: stopped at its 1.5s limit" in slow_text
+    assert "FAILED (TIMEOUT)" in slow_text and "exit code: 124" in slow_text
+    assert "FAILED (OOM)" in oom_text and "exit code: 137" in oom_text
     assert "    started" in slow_text
 
     # Dashboard
@@ -67,10 +69,11 @@ def test_oom_and_timeout_say_why_everywhere(page, seeded: SeededCluster) -> None
         block = page.locator(f'.failure[data-kind="{kind}"]')
         block.wait_for()
         text = block.inner_text()
+        assert page.locator(f'[data-failure-kind="{kind}"]').inner_text() == kind.upper()
         if kind == "oom":
             assert "out of memory" in text.lower() and "OOM-killed at peak" in text and "limit 128MB" in text
         else:
-            assert "execution timeout" in text.lower() and "stopped at its 1.5s limit" in text
+            assert "timeout (execution time limit)" in text.lower() and "stopped at its 1.5s limit" in text
             assert "started" in block.locator("pre.log-tail").inner_text()
         assert page.locator('tr[data-task-index="0"] .col-info').inner_text().strip() == (
             oom_failure.summary if kind == "oom" else slow_failure.summary

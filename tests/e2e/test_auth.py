@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import wait_until
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, iris_ctx
-from iris.rpc.errors import NotFound, PermissionDenied, Unauthenticated
+from iris.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unauthenticated
 
 IRIS = [sys.executable, "-m", "iris.cli.main"]
 CONFIG = """
@@ -252,3 +252,87 @@ def test_a_user_reads_only_bundles_of_their_own_jobs(secure: LocalCluster) -> No
         assert refused.status_code == 404 and refused.content != data
     finally:
         job.kill()
+
+
+def test_a_replaced_runs_job_token_is_refused(secure: LocalCluster) -> None:
+    alice = IrisClient(secure.url, token="alice-token-123")
+    leak = 'echo "$IRIS_TOKEN"; sleep 600'
+
+    def leaked_token(job, unlike: str = "") -> str:  # noqa: ANN001
+        return wait_until(
+            lambda: next((x for x in job.logs() if x.startswith("iris-job.") and x != unlike), None),
+            timeout=60,
+            what="the task's job token in its log",
+        )
+
+    first = alice.submit(Entrypoint.from_command("sh", "-c", leak), name="rerun", resources=SMALL)
+    old_token = leaked_token(first)
+    assert first.kill() is JobState.KILLED
+
+    def resubmit():  # noqa: ANN202
+        try:
+            return alice.submit(
+                Entrypoint.from_command("sh", "-c", leak), name="rerun", resources=SMALL, replace=True
+            )
+        except AlreadyExists:  # the first run is still stopping its task
+            return None
+
+    second = wait_until(resubmit, timeout=60, what="the job replaced")
+    try:
+        new_token = leaked_token(second, unlike=old_token)  # the job id's log keeps the first run's
+        with pytest.raises(Unauthenticated, match="earlier run"):
+            IrisClient(secure.url, token=old_token).job(second.job_id).kill()
+        assert IrisClient(secure.url, token=new_token).job(second.job_id).status() is JobState.RUNNING
+    finally:
+        second.kill()
+
+
+def test_a_bundle_is_readable_and_usable_by_its_uploader_only(secure: LocalCluster) -> None:
+    data, missing = os.urandom(2048), os.urandom(2048)
+    sha, missing_sha = hashlib.sha256(data).hexdigest(), hashlib.sha256(missing).hexdigest()
+    url = f"{secure.url}/api/v1/bundles/{sha}"
+    alice, bob, admin, worker = (
+        {"authorization": f"Bearer {t}"}
+        for t in ("alice-token-123", "bob-token-12345", "admin-token-123", "worker-token-123")
+    )
+    assert httpx.put(url, content=data, headers=alice).status_code == 201
+    # Before any job names it: the uploader, admins and workers read it; bob cannot tell it exists.
+    assert httpx.get(url, headers=alice).content == data
+    assert httpx.get(url, headers=admin).content == data and httpx.get(url, headers=worker).content == data
+    foreign, absent = (
+        httpx.head(url, headers=bob),
+        httpx.head(f"{secure.url}/api/v1/bundles/{missing_sha}", headers=bob),
+    )
+    assert (foreign.status_code, foreign.headers.get("content-length")) == (
+        404,
+        absent.headers.get("content-length"),
+    )
+    assert absent.status_code == 404 and httpx.get(url, headers=bob).status_code == 404
+    # Naming alice's bundle in bob's job is refused as a missing bundle is.
+    bob_client = IrisClient(secure.url, token="bob-token-12345")
+    for bundle in (sha, missing_sha):
+        with pytest.raises(FailedPrecondition, match="never uploaded"):
+            bob_client.submit(
+                Entrypoint.from_command("true"),
+                name="thief",
+                resources=SMALL,
+                bundle_id=bundle,
+                wait_for_capacity=True,
+            )
+    # Uploading the same bytes makes them bob's too (201: new to him, whoever else has them).
+    assert httpx.put(url, content=data, headers=bob).status_code == 201
+    assert httpx.put(url, content=data, headers=bob).status_code == 200
+    assert httpx.head(url, headers=bob).status_code == 200
+
+
+def test_only_admins_cordon_workers(secure: LocalCluster) -> None:
+    for action in ("cordon", "drain", "uncordon"):
+        resp = httpx.post(
+            f"{secure.url}/api/v1/workers/worker-0:{action}",
+            json={"reason": "x"},
+            headers={"authorization": "Bearer alice-token-123"},
+        )
+        assert resp.status_code == 403 and "admin" in resp.json()["error"]["message"]
+    admin = {"authorization": "Bearer admin-token-123"}
+    assert httpx.post(f"{secure.url}/api/v1/workers/worker-0:cordon", json={}, headers=admin).status_code == 204
+    assert httpx.post(f"{secure.url}/api/v1/workers/worker-0:uncordon", headers=admin).status_code == 204

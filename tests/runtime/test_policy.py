@@ -29,7 +29,7 @@ from iris.rpc.enums import TaskState
             (TaskState.FAILED, 137, "out of memory: used 2GB, limit 1GB"),
         ),
         (0, KillReason.OOM, "out of memory: x", (TaskState.FAILED, 137, "out of memory: x")),
-        (-15, KillReason.TIMEOUT, "timed out after 5s", (TaskState.FAILED, 143, "timed out after 5s")),
+        (-15, KillReason.TIMEOUT, "timed out after 5s", (TaskState.FAILED, 124, "timed out after 5s")),
         (-15, KillReason.STOP, "stopped", (TaskState.KILLED, 143, "stopped")),
         (0, KillReason.STOP, "stopped", (TaskState.KILLED, 0, "stopped")),
         (-9, KillReason.ZOMBIE, "zombie", (TaskState.KILLED, 137, "zombie")),

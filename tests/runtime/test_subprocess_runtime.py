@@ -158,6 +158,7 @@ def test_execution_timeout_fails_the_attempt(runtime: SubprocessRuntime) -> None
     runtime.start(spec)
     snap = wait_done(runtime, spec.attempt_uid)
     assert snap.state is TaskState.FAILED and snap.error == "timed out after 0.3s"
+    assert snap.exit_code == 124, "a timeout exits 124, as timeout(1) does"
 
 
 def test_environment_carries_job_env_and_iris_contract(runtime: SubprocessRuntime) -> None:

@@ -17,17 +17,13 @@ def controller() -> None:
 @controller.command("start")
 @click.option(
     "--host",
-    default="127.0.0.1",
-    show_default=True,
-    help="Address to listen on (0.0.0.0 for other machines).",
+    help="Address to listen on (0.0.0.0 for other machines; default: --config's controller.host, else 127.0.0.1).",
 )
-@click.option("--port", default=10000, show_default=True, type=int)
+@click.option("--port", type=int, help="Port to listen on (default: --config's controller.port, else 10000).")
 @click.option(
     "--state-dir",
     type=click.Path(path_type=Path),
-    default=Path.home() / ".iris" / "controller",
-    show_default=True,
-    help="Where the SQLite database lives.",
+    help="Where the SQLite database lives (default: --config's controller.state_dir, else ~/.iris/controller).",
 )
 @click.option("--backend", type=click.Choice(["worker", "kubernetes"]), default="worker", show_default=True)
 @click.option(
@@ -70,9 +66,9 @@ def controller() -> None:
     help="Log to this file, rotated at 20 MB with 5 kept, instead of stderr (default: $IRIS_LOG_FILE).",
 )
 def controller_start(
-    host: str,
-    port: int,
-    state_dir: Path,
+    host: str | None,
+    port: int | None,
+    state_dir: Path | None,
     backend: str,
     kubeconfig: str | None,
     namespace: str,
@@ -86,7 +82,7 @@ def controller_start(
     log_file: Path | None,
 ) -> None:
     """Run the controller alone; workers on other machines join with `iris worker start --controller URL`."""
-    from iris.cluster.controller.main import ControllerOptions, run
+    from iris.cluster.controller.main import ControllerOptions, listen_and_state, run
 
     options = ControllerOptions(
         host=host,
@@ -104,6 +100,12 @@ def controller_start(
         log_format=log_format,
         log_file=log_file,
     )
+    config = None
+    if config_path is not None:
+        from iris.cluster.config import load_cluster_config
+
+        config = load_cluster_config(config_path)  # errors name the key and the line
+    host, port, state_dir = listen_and_state(options, config)
     err_console.print(f"controller starting on http://{host}:{port} (state in {state_dir})")
     try:
         run(options)

@@ -32,6 +32,7 @@ from iris.cli.job_options import (
 )
 from iris.cli.logs_cmd import print_failures
 from iris.cli.output import (
+    STATE_STYLE,
     ago,
     clean,
     console,
@@ -93,6 +94,18 @@ def _say_stdin_is_not_passed() -> None:
                 )
             )
         )
+
+
+def _parse_secrets(values: Sequence[str]) -> list[Any]:
+    from iris.client.client import parse_secret_ref
+
+    refs = []
+    for item in values:
+        try:
+            refs.append(parse_secret_ref(item))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--secret") from None
+    return refs
 
 
 def _parse_env(values: Sequence[str]) -> dict[str, str]:
@@ -180,6 +193,13 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     "--env", "env", multiple=True, metavar="KEY=VALUE", help="Environment variable for the task (repeatable)."
 )
 @click.option(
+    "--secret",
+    "secrets",
+    multiple=True,
+    metavar="NAME[=ENVVAR]",
+    help="Inject your secret NAME (iris secret set) as $ENVVAR (default $NAME); masked in logs. Repeatable.",
+)
+@click.option(
     "--replicas", default=1, show_default=True, type=click.IntRange(1, 100_000), help="Number of tasks."
 )
 @click.option(
@@ -228,6 +248,13 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     help="Replace a finished job of the same --name (its tasks, logs and events go); a running one is never replaced.",
 )
 @click.option("--no-wait", is_flag=True, help="Submit, print the job id and return.")
+@click.option(
+    "--raw",
+    "raw_output",
+    is_flag=True,
+    help="Stream the output exactly as written, terminal escapes included (by default escapes other "
+    "than colours, and control characters, are shown as \\x1b, \\r....).",
+)
 @click.option("--json", "as_json", is_flag=True, help="With --no-wait: print the job id as JSON.")
 @click.option(
     "--no-workspace",
@@ -252,7 +279,8 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     "pip_packages",
     multiple=True,
     metavar="PKG",
-    help="Install PKG in the task's environment (repeatable).",
+    help="Install PKG in the task's environment (repeatable): a requirement or a remote URL; local "
+    "paths are refused (ship local code in the workspace).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
@@ -274,6 +302,7 @@ def job_run(
     group_by: str | None,
     ports: Sequence[str],
     env: Sequence[str],
+    secrets: Sequence[str],
     replicas: int,
     max_retries: int,
     max_preemptions: int,
@@ -284,6 +313,7 @@ def job_run(
     wait_for_capacity: bool,
     replace: bool,
     no_wait: bool,
+    raw_output: bool,
     as_json: bool,
     no_workspace: bool,
     image: str | None,
@@ -339,6 +369,7 @@ def job_run(
         resources=_one_line_validation(lambda: ResourceSpec(**res_kwargs)),
         replicas=replicas,
         env=_parse_env(env),
+        secrets=_parse_secrets(secrets),
         constraints=list(constraints),
         preferences=list(preferences),
         coscheduling=CoschedulingConfig(group_by=group_by) if group_by else None,
@@ -386,13 +417,13 @@ def job_run(
         ) as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, request, no_wait=False, as_json=as_json, detach_ok=False,
-                workspace=workspace,
+                workspace=workspace, raw=raw_output,
             )  # fmt: skip
     else:
         with obj.client() as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, request, no_wait=no_wait, as_json=as_json, detach_ok=True,
-                workspace=workspace,
+                workspace=workspace, raw=raw_output,
             )  # fmt: skip
     sys.exit(code)
 
@@ -470,6 +501,7 @@ def _run_and_follow(
     as_json: bool,
     detach_ok: bool,
     workspace: Path | None = None,
+    raw: bool = False,
 ) -> int:
     # Everything that can be checked is checked before the workspace is packaged and uploaded.
     request.apply(client, submit_kwargs)
@@ -500,7 +532,7 @@ def _run_and_follow(
     multi = submit_kwargs.get("replicas", 1) > 1
     # An embedded --local cluster stops with the job: a dashboard link would be dead at once.
     return follow_job(
-        job, controller_url=client.url, multi=multi, detach_ok=detach_ok, show_dashboard=detach_ok
+        job, controller_url=client.url, multi=multi, detach_ok=detach_ok, show_dashboard=detach_ok, raw=raw
     )
 
 
@@ -650,7 +682,7 @@ def _status_view(detail: Any, attempts: bool) -> Any:
         line(
             (clean(detail.job_id), "bold"),
             "  ",
-            styled(detail.state.value),
+            Text(detail.state_label(), style=STATE_STYLE.get(detail.state.value, "")),
             f"  priority={detail.priority.value.lower()}  user={detail.user}",
         ),
         line("command: ", detail.entrypoint),

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from iris.cli.context import Ctx, complete_job_id, job_id_of, no_such_task
-from iris.cli.text import duration, parse_since, safe_line, strip_ansi
+from iris.cli.text import duration, parse_since, safe_line, strip_ansi, terminal_safe
 from iris.client.log_pages import log_pages, task_path
 from iris.rpc.enums import TERMINAL_JOB_STATES
 
@@ -37,10 +37,16 @@ def _prefix(line: dict[str, Any], job_id: str, children: bool) -> str:
     return f"[{relative}] "
 
 
-def write_line(entry: dict[str, Any], *, prefix: str, timestamps: bool, color: bool) -> None:
-    """One stored log line (as the API answers it), verbatim (never interpreted as markup),
-    stderr lines to stderr."""
-    text = entry["line"] if color else strip_ansi(entry["line"])
+def write_line(
+    entry: dict[str, Any], *, prefix: str, timestamps: bool, color: bool, raw: bool = False
+) -> None:
+    """One stored log line (as the API answers it), never interpreted as markup, stderr lines to
+    stderr: colours kept (``color``) and every other escape or control shown as text, or with
+    ``raw`` the bytes as the task wrote them."""
+    if raw:
+        text = entry["line"] if color else strip_ansi(entry["line"])
+    else:
+        text = terminal_safe(entry["line"], color=color)
     if timestamps:
         stamp = datetime.fromtimestamp(entry["ts"], UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         text = f"{stamp} {text}"
@@ -89,7 +95,11 @@ def print_failures(detail: JobDetail, *, limit: int = 5) -> None:
     metavar="N",
     help="Only the last N lines of each task (then new ones with -f).",
 )
-@click.option("--grep", metavar="PATTERN", help="Only lines matching this regular expression.")
+@click.option(
+    "--grep",
+    metavar="PATTERN",
+    help="Only lines matching this regular expression (RE2 syntax: no backreferences or lookarounds).",
+)
 @click.option("-i", "--ignore-case", is_flag=True, help="With --grep: ignore case.")
 @click.option("--timestamps", is_flag=True, help="Start every line with its time (UTC, ISO 8601).")
 @click.option(
@@ -103,6 +113,12 @@ def print_failures(detail: JobDetail, *, limit: int = 5) -> None:
     "--color/--no-color",
     default=True,
     help="Keep the output's ANSI colour codes (default) or strip them.",
+)
+@click.option(
+    "--raw",
+    is_flag=True,
+    help="Print lines exactly as the task wrote them, terminal escapes included (only for output you "
+    "trust, such as your own). By default other escapes and control characters are shown as \\x1b, \\r....",
 )
 @click.pass_obj
 def job_logs(
@@ -119,6 +135,7 @@ def job_logs(
     include_children: bool,
     include_system: bool,
     color: bool,
+    raw: bool,
 ) -> None:
     """Print a job's output from the controller (also after its worker is gone): every task's
     lines interleaved by time, with a [task N] prefix when there are several tasks."""
@@ -154,7 +171,7 @@ def job_logs(
             for page in log_pages(http, canonical, follow=follow, tail=tail, **filters):
                 for line in page["lines"]:
                     prefix = _prefix(line, canonical, include_children) if multi else ""
-                    write_line(line, prefix=prefix, timestamps=timestamps, color=color)
+                    write_line(line, prefix=prefix, timestamps=timestamps, color=color, raw=raw)
                 sys.stdout.flush()
         except KeyboardInterrupt:
             pass

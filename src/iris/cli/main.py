@@ -69,6 +69,7 @@ def _accept_controller_everywhere(command: click.Command) -> None:
         "completion": "iris.cli.completion:completion",
         "controller": "iris.cli.controller_cmd:controller",
         "k8s": "iris.cli.k8s_cmd:k8s",
+        "secret": "iris.cli.secret_cmd:secret",
         "worker": "iris.cli.worker_cmd:worker",
     },
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},

@@ -26,6 +26,7 @@ from rich.spinner import Spinner
 from rich.text import Text
 
 from iris.cli.output import clean, err_console, line, safe_line
+from iris.cli.text import terminal_safe
 from iris.rpc.enums import JobState, TaskState
 from iris.rpc.models import JobDetail, TaskStatus
 
@@ -151,10 +152,12 @@ def follow_job(
     console: Console = err_console,
     live: bool | None = None,
     show_dashboard: bool = True,
+    raw: bool = False,
 ) -> int:
     """Announce the job, stream its output until it ends, and return the exit code to exit with.
 
-    ``live`` forces the status line on or off (default: on when ``console`` is a terminal).
+    ``live`` forces the status line on or off (default: on when ``console`` is a terminal); the
+    output's escapes other than colours are shown as text unless ``raw``.
     """
     try:  # from the first line on: a Ctrl-C at any point after the submit stops the job
         console.print(line(f"job {job.job_id}"))
@@ -163,22 +166,23 @@ def follow_job(
         status = LiveStatus(console) if (console.is_terminal if live is None else live) else None
         if status is not None:
             with status:
-                _stream(job, multi, status)
+                _stream(job, multi, status, raw)
         else:
-            _stream(job, multi, None)
+            _stream(job, multi, None, raw)
     except KeyboardInterrupt:
         return _interrupted(job, console, detach_ok)
     detail = job.wait()
     code = job.exit_code()
     if detail.state is not JobState.SUCCEEDED:
         reason = detail.error or detail.state.value.lower()
-        console.print(line((f"job {clean(job.job_id)} {detail.state.value}", "red"), ": ", reason))
+        console.print(line((f"job {clean(job.job_id)} {detail.state_label()}", "red"), ": ", reason))
     return code
 
 
-def _stream(job: Job, multi: bool, status: LiveStatus | None) -> None:
+def _stream(job: Job, multi: bool, status: LiveStatus | None, raw: bool) -> None:
     for log_line in job.follow_lines(on_detail=status.update if status is not None else None):
-        text = f"[task {log_line.task_index}] {log_line.line}" if multi else log_line.line
+        shown = log_line.line if raw else terminal_safe(log_line.line)
+        text = f"[task {log_line.task_index}] {shown}" if multi else shown
         stream = sys.stderr if log_line.stream == "stderr" else sys.stdout
         if status is not None:
             status.write(text, stream)

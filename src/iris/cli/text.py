@@ -40,6 +40,27 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text)
 
 
+# A colour/style escape (SGR: ESC [ digits m), or one control character other than tab and newline.
+_SGR_OR_CONTROL = re.compile(r"\x1b\[[0-9;:]*m|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_NAMED_CONTROLS = {"\r": "\\r", "\x1b": "\\x1b"}
+
+
+def terminal_safe(text: str, *, color: bool = True) -> str:
+    """Job output made harmless for a terminal: colour escapes kept (``color``) or dropped, every
+    other escape sequence and control character shown as text (``ESC`` as ``\\x1b``, ``\\r`` as
+    ``\\r``), so a task cannot set the title, write the clipboard, plant hyperlinks, move the cursor
+    or hide text behind a carriage return. A trailing ``\\r`` (a CRLF line) is dropped."""
+    text = safe_line(text).removesuffix("\r")
+
+    def shown(match: re.Match[str]) -> str:
+        found = match.group()
+        if len(found) > 1:
+            return found if color else ""
+        return _NAMED_CONTROLS.get(found) or f"\\x{ord(found):02x}"
+
+    return _SGR_OR_CONTROL.sub(shown, text)
+
+
 def safe_line(text: str) -> str:
     """A log line for a stream as is (escapes kept for colour), only made encodable."""
     if _has_surrogate(text):

@@ -94,16 +94,60 @@ def worker_list(obj: Ctx, fmt: str) -> None:
     if not workers.workers:
         console.print("no workers registered")
         return
-    t = table("WORKER", "STATUS", "ADDRESS", "CAPACITY", "USED", "TASKS", "LAST CONTACT", "ATTRIBUTES")
+    cordoned = any(w.cordon for w in workers.workers)
+    columns = ["WORKER", "STATUS", "ADDRESS", "CAPACITY", "USED", "TASKS", "LAST CONTACT", "ATTRIBUTES"]
+    t = table(*columns, *(["REASON"] if cordoned else []))
     for w in workers.workers:
+        reason = []
+        if cordoned:
+            reason = [(w.cordon_reason or "") + (" (automatic)" if w.cordon_automatic else "")]
         t.add_row(
             w.worker_id,
-            styled(w.status.value),
+            styled(w.status.value) + (f",{w.cordon}" if w.cordon else ""),
             w.address,
             resources_of(w.capacity),
             resources_of(w.used),
             str(len(w.running_tasks)),
             ago(w.last_contact_at),
             " ".join(f"{k}={v}" for k, v in sorted(w.attributes.items())),
+            *reason,
         )
     console.print(t)
+
+
+def _cordon_call(obj: Ctx, worker_id: str, action: str, reason: str | None) -> None:
+    from urllib.parse import quote
+
+    with obj.http() as http:
+        body = None if action == "uncordon" else {"reason": reason or ""}
+        http.request("POST", f"/api/v1/workers/{quote(worker_id, safe='')}:{action}", json_body=body)
+
+
+@worker.command("cordon")
+@click.argument("worker_id", metavar="WORKER")
+@click.option("--reason", help="Why (shown by 'iris worker list' and the dashboard).")
+@click.pass_obj
+def worker_cordon(obj: Ctx, worker_id: str, reason: str | None) -> None:
+    """Place no new work on WORKER; what runs there runs on (admin)."""
+    _cordon_call(obj, worker_id, "cordon", reason)
+    click.echo(f"worker {worker_id} cordoned")
+
+
+@worker.command("drain")
+@click.argument("worker_id", metavar="WORKER")
+@click.option("--reason", help="Why (shown by 'iris worker list' and the dashboard).")
+@click.pass_obj
+def worker_drain(obj: Ctx, worker_id: str, reason: str | None) -> None:
+    """Place no new work on WORKER; its running tasks finish, or are moved elsewhere once
+    defaults.worker.drain_grace_s has passed (admin)."""
+    _cordon_call(obj, worker_id, "drain", reason)
+    click.echo(f"worker {worker_id} draining")
+
+
+@worker.command("uncordon")
+@click.argument("worker_id", metavar="WORKER")
+@click.pass_obj
+def worker_uncordon(obj: Ctx, worker_id: str) -> None:
+    """Let WORKER take new work again (lifts a cordon, a drain or an automatic quarantine; admin)."""
+    _cordon_call(obj, worker_id, "uncordon", None)
+    click.echo(f"worker {worker_id} uncordoned")

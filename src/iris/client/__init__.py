@@ -42,6 +42,7 @@ _WHERE = {
     "Entrypoint": "iris.rpc.models",
     "EnvironmentSpec": "iris.rpc.models",
     "ResourceSpec": "iris.rpc.models",
+    "SecretRef": "iris.rpc.models",
 }
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "LocalCluster",
     "PriorityBand",
     "ResourceSpec",
+    "SecretRef",
     "TaskState",
     "distributed",
     "iris_ctx",

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import quote
 
 from iris.client.job import Job
 from iris.rpc.enums import PriorityBand
@@ -17,6 +18,7 @@ from iris.rpc.errors import NotFound
 from iris.rpc.http import HttpClient
 from iris.rpc.models import (
     MAX_JOBS_PER_SUBMIT,
+    ClientConfig,
     ClusterStatus,
     Constraint,
     CoschedulingConfig,
@@ -27,6 +29,9 @@ from iris.rpc.models import (
     JobList,
     JobSpec,
     ResourceSpec,
+    SecretList,
+    SecretRef,
+    SecretValue,
     SubmitManyRequest,
     SubmitManyResponse,
     SubmitResponse,
@@ -39,6 +44,18 @@ if TYPE_CHECKING:  # both are imported where used: a command line that only read
 
 SUBMIT_MANY_CALL_BYTES = 2 * 1024 * 1024  # half the controller's request cap
 _NAME_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def parse_secret_ref(text: str) -> SecretRef:
+    """``NAME`` or ``NAME=ENVVAR``."""
+    name, _, env = text.partition("=")
+    try:
+        return SecretRef(name=name.strip(), env=env.strip() or None)
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not a secret reference; write NAME or NAME=ENVVAR "
+            "(letters, digits and _, not starting with a digit)"
+        ) from None
 
 
 def default_user() -> str:
@@ -66,6 +83,7 @@ class IrisClient:
         self.parent_job_id = parent_job_id
         self._token = token
         self._cluster: LocalCluster | None = None
+        self._forward_env: list[str] | None = None
 
     @classmethod
     def remote(cls, url: str | None = None, *, token: str | None = None) -> IrisClient:
@@ -133,6 +151,7 @@ class IrisClient:
         wait_for_capacity: bool = False,
         image: str | None = None,
         image_pull_policy: Literal["if-not-present", "always", "never"] = "if-not-present",
+        secrets: Sequence[SecretRef | str] = (),
         workspace: str | Path | bool | None = None,
         bundle_id: str | None = None,
     ) -> Job:
@@ -140,6 +159,11 @@ class IrisClient:
 
         A name in use is refused (HTTP 409) while that job runs; ``replace=True`` replaces a
         finished job of the same name, whose tasks, attempts and events are then gone.
+
+        ``secrets`` names secrets of the job's user (``iris secret set``): ``"HF_TOKEN"`` or
+        ``"NAME=ENVVAR"`` (or ``SecretRef``); each is injected into every task's environment, and
+        a name the user has no secret by is refused. The variables the cluster config lists in
+        ``forward_env`` are copied from this process's environment into ``env`` (unless given).
 
         ``workspace`` (a directory, or True for the current one) is packaged and uploaded (once per
         content) so the tasks run inside a copy of it; ``bundle_id`` names an already uploaded one.
@@ -198,6 +222,7 @@ class IrisClient:
         wait_for_capacity: bool = False,
         image: str | None = None,
         image_pull_policy: Literal["if-not-present", "always", "never"] = "if-not-present",
+        secrets: Sequence[SecretRef | str] = (),
     ) -> JobSpec:
         if entrypoint is None:
             from iris.rpc.errors import InvalidArgument
@@ -228,10 +253,46 @@ class IrisClient:
             wait_for_capacity=wait_for_capacity,
             image=image,
             image_pull_policy=image_pull_policy,
+            secrets=[parse_secret_ref(s) if isinstance(s, str) else s for s in secrets],
         )
         return spec
 
+    def forward_env(self) -> list[str]:
+        """The names the cluster config's ``forward_env`` lists (asked once per client)."""
+        if self._forward_env is None:
+            try:
+                self._forward_env = self.http.get("/api/v1/client-config", ClientConfig).forward_env
+            except NotFound:  # a controller from before forward_env
+                self._forward_env = []
+        return self._forward_env
+
+    def _with_forwarded_env(self, spec: JobSpec) -> JobSpec:
+        """``spec`` with the ``forward_env`` variables set in this process (and not in the spec)."""
+        names = self.forward_env()
+        extra = {n: os.environ[n] for n in names if n in os.environ and n not in spec.env}
+        return spec.model_copy(update={"env": {**extra, **spec.env}}) if extra else spec
+
+    def set_secret(self, name: str, value: str, *, user: str | None = None) -> None:
+        """Store (or replace) a secret of this client's user (an admin may name ``user``)."""
+        self.http.request(
+            "PUT",
+            f"/api/v1/secrets/{quote(name, safe='')}",
+            json_body=SecretValue(value=value, user=user, default_user=default_user()),
+        )
+
+    def list_secrets(self, *, user: str | None = None) -> SecretList:
+        """Names and times of secrets (never values): a user's own; an admin's: everyone's or ``user``'s."""
+        return self.http.get("/api/v1/secrets", SecretList, user=user)
+
+    def remove_secret(self, name: str, *, user: str | None = None) -> None:
+        self.http.request(
+            "DELETE",
+            f"/api/v1/secrets/{quote(name, safe='')}",
+            params={"user": user, "default_user": default_user()},
+        )
+
     def submit_spec(self, spec: JobSpec) -> Job:
+        spec = self._with_forwarded_env(spec)
         resp = self.http.post("/api/v1/jobs", SubmitResponse, spec)
         return Job(self, resp.job_id)
 
@@ -253,6 +314,7 @@ class IrisClient:
             jobs.extend(Job(self, job_id) for job_id in resp.job_ids)
 
         for spec in specs:
+            spec = self._with_forwarded_env(spec)
             length = len(spec.model_dump_json(exclude_none=True)) + 1
             if batch and (len(batch) == MAX_JOBS_PER_SUBMIT or size + length > SUBMIT_MANY_CALL_BYTES):
                 flush()

@@ -57,6 +57,7 @@ SLICE_ATTRIBUTE = "slice"
 DEVICE_TYPE_ATTRIBUTE = "device-type"
 DEVICE_VARIANT_ATTRIBUTE = "device-variant"
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _GROUP_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,39}$")
 
 
@@ -306,6 +307,17 @@ class WorkerDefaults(ConfigModel):
     reregister_after_s: float = Field(default=30.0, gt=0)
     """A worker that has not heard from the controller for this long registers again."""
 
+    drain_grace_s: float = Field(default=3600.0, ge=0)
+    """``iris worker drain``: tasks still running this long after the drain began are moved elsewhere."""
+
+    quarantine_failures: int = Field(default=3, ge=0)
+    """A worker where attempts of this many different jobs failed with infrastructure errors (start or
+    build failures, full disk, device errors, the worker's own loss) within ``quarantine_window_s`` is
+    cordoned automatically (0: never)."""
+
+    quarantine_window_s: float = Field(default=600.0, gt=0)
+    """The sliding window of ``quarantine_failures``."""
+
 
 class DefaultsConfig(ConfigModel):
     autoscaler: AutoscalerDefaults = Field(default_factory=AutoscalerDefaults)
@@ -319,6 +331,16 @@ class DefaultsConfig(ConfigModel):
     )
     """Container image of every job that names none (worker daemons run it with the docker CLI; on
     Kubernetes it is the pods' image). Unset: worker tasks run as plain processes."""
+    task_env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables every task gets, under its job's own (a job's ``env`` wins key by key)."""
+
+    @field_validator("task_env")
+    @classmethod
+    def _task_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"{key!r} is not an environment variable name")
+        return env
 
 
 # ---------------------------------------------------------------- auth
@@ -388,6 +410,18 @@ class ClusterConfig(ConfigModel):
 
     logs: LogsConfig = Field(default_factory=LogsConfig)
     """How long and how much of the task logs the controller keeps."""
+
+    forward_env: list[str] = Field(default_factory=list)
+    """Variables (e.g. ``HF_TOKEN``, ``WANDB_API_KEY``) the CLI and SDK copy from the submitter's
+    environment into each job's ``env`` at submission, when set there and not given by the job."""
+
+    @field_validator("forward_env")
+    @classmethod
+    def _forward_env(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if not _ENV_NAME.match(name):
+                raise ValueError(f"{name!r} is not an environment variable name")
+        return names
 
     @model_validator(mode="before")
     @classmethod

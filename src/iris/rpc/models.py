@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -35,6 +36,9 @@ class WireModel(BaseModel):
 # A process's argv and environment share the kernel's ARG_MAX (2 MiB on Linux); a task's own
 # command line and variables may use half, leaving room for what the runtime adds.
 MAX_ARGV_ENV_BYTES = 1 << 20
+# The kernel refuses any one argv or environment string (``KEY=value`` with its NUL) over 128 KiB
+# (MAX_ARG_STRLEN): such a task could be accepted but never start.
+MAX_ARG_STRING_BYTES = 128 * 1024
 # Pip requirement specifiers: a name, extras, version pins and markers; never an option.
 MAX_PIP_PACKAGES = 256
 
@@ -60,8 +64,17 @@ def _check_env(env: dict[str, str]) -> dict[str, str]:
         if not key or "=" in key or "\0" in key:
             raise ValueError(f"bad environment variable name {key!r}")
         _check_text(f"environment variable {key}", value)
+        size = _env_size({key: value})
+        if size > MAX_ARG_STRING_BYTES:
+            raise ValueError(
+                f"environment variable {key} is {size} bytes, over the {MAX_ARG_STRING_BYTES} bytes"
+                " (128 KiB) the kernel lets one variable hold; pass large values in a file"
+            )
     if _env_size(env) > MAX_ARGV_ENV_BYTES:
-        raise ValueError(f"the environment is over {MAX_ARGV_ENV_BYTES} bytes")
+        raise ValueError(
+            f"the environment is {_env_size(env)} bytes, over the {MAX_ARGV_ENV_BYTES}-byte (1 MiB) limit"
+            " for all of a job's variables together; pass large values in a file"
+        )
     return env
 
 
@@ -119,6 +132,11 @@ class Entrypoint(WireModel):
             raise ValueError("the command is empty: give a program to run")
         for arg in self.argv:
             _check_text("the command", arg)
+            if _strings_size([arg]) > MAX_ARG_STRING_BYTES:
+                raise ValueError(
+                    f"one argument of the command is {_strings_size([arg])} bytes, over the"
+                    f" {MAX_ARG_STRING_BYTES} bytes (128 KiB) the kernel lets one argument hold"
+                )
         if _strings_size(self.argv) > MAX_ARGV_ENV_BYTES:
             raise ValueError(f"the command line is over {MAX_ARGV_ENV_BYTES} bytes")
         if self.kind == "callable" and not self.callable_b64:
@@ -209,6 +227,31 @@ class CoschedulingConfig(WireModel):
     group_by: str = Field(min_length=1, max_length=128)
 
 
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+_PROJECT = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?\s*(?:\[[A-Za-z0-9._,\s-]*\])?")
+_ARCHIVES = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".egg")
+
+
+def is_local_requirement(text: str) -> bool:
+    """Whether a requirement names something on the building machine (a path, a ``file:`` URL, an
+    archive): installing it would run whatever code lies there. Allowed are project names with
+    versions/markers, and remote URLs (``name @ https://...``, ``git+https://...``)."""
+    text = text.strip()
+    if "file:" in text.lower():
+        return True
+    project = _PROJECT.match(text)
+    if project is not None:
+        name = text[: project.end()].split("[")[0].strip().lower()
+        rest = text[project.end() :].lstrip()
+        if rest.startswith("@"):  # a direct reference: must be a remote URL
+            return _URL.match(rest[1:].split(";")[0].strip()) is None
+        if not rest or rest[0] in "<>=!~;(,":
+            return name.endswith(_ARCHIVES)
+    if _URL.match(text) is not None:
+        return False
+    return text.startswith((".", "~")) or "/" in text or "\\" in text or text.lower().endswith(_ARCHIVES)
+
+
 class EnvironmentSpec(WireModel):
     pip_packages: list[str] = Field(default_factory=list, max_length=MAX_PIP_PACKAGES)
     env_vars: dict[str, str] = Field(default_factory=dict)
@@ -223,6 +266,11 @@ class EnvironmentSpec(WireModel):
                 raise ValueError(f"bad pip package {package!r}: give a requirement such as numpy==2.1")
             if text.startswith("-") or any(c in text for c in "\0\n\r"):
                 raise ValueError(f"pip package {package!r} is not a requirement (options are not accepted)")
+            if is_local_requirement(text):
+                raise ValueError(
+                    f"pip package {package!r} is a local path: only package names and remote URLs can be "
+                    "installed (ship local code in the job's workspace instead)"
+                )
         return packages
 
     @field_validator("env_vars")
@@ -234,6 +282,20 @@ class EnvironmentSpec(WireModel):
 # An image reference as docker accepts it: [registry/]name[:tag][@digest], no spaces or options.
 IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
 ImagePullPolicy = Literal["if-not-present", "always", "never"]
+SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,255}$"
+MAX_SECRET_BYTES = 64 * 1024
+
+
+class SecretRef(WireModel):
+    """A job's use of one of its user's secrets: injected as ``env`` (default: the secret's name)."""
+
+    name: str = Field(pattern=SECRET_NAME_PATTERN)
+    env: str | None = Field(default=None, pattern=ENV_NAME_PATTERN)
+
+    @property
+    def env_name(self) -> str:
+        return self.env or self.name
 
 
 class JobSpec(WireModel):
@@ -269,11 +331,23 @@ class JobSpec(WireModel):
     # None: the cluster's default task image, else a plain process on the worker.
     image: str | None = Field(default=None, min_length=1, max_length=512, pattern=IMAGE_PATTERN)
     image_pull_policy: ImagePullPolicy = "if-not-present"
+    # The user's secrets (by name; never their values) injected into every task's environment.
+    secrets: list[SecretRef] = Field(default_factory=list, max_length=64)
 
     @field_validator("env")
     @classmethod
     def _env_keys(cls, env: dict[str, str]) -> dict[str, str]:
         return _check_env(env)
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_envs(cls, secrets: list[SecretRef]) -> list[SecretRef]:
+        seen: set[str] = set()
+        for ref in secrets:
+            if ref.env_name in seen:
+                raise ValueError(f"two secrets are injected as {ref.env_name}")
+            seen.add(ref.env_name)
+        return secrets
 
 
 # ---------------------------------------------------------------- status views
@@ -292,6 +366,12 @@ class AttemptStatus(WireModel):
     error: str | None = None
     # What the runtime last said about it (e.g. why its pod is still pending); not an error.
     message: str | None = None
+
+
+# The exit code of a task stopped at its execution timeout, as timeout(1) and Slurm's TIMEOUT use.
+TIMEOUT_EXIT_CODE = 124
+# Failure kinds the CLI and dashboard show beside a failed job's state, e.g. ``FAILED (TIMEOUT)``.
+SHOWN_FAILURE_KINDS = frozenset({"timeout", "oom"})
 
 
 class FailureInfo(WireModel):
@@ -371,6 +451,20 @@ class JobDetail(JobStatus):
     tasks: list[TaskStatus] = Field(default_factory=list)
     task_offset: int = 0
     children: list[str] = Field(default_factory=list)
+
+    def failure_kind(self) -> str | None:
+        """The failure kind of the job's first diagnosed failed task (``timeout``, ``oom``, ...)."""
+        for task in self.tasks:
+            if task.failure is not None:
+                return task.failure.kind
+        return None
+
+    def state_label(self) -> str:
+        """The state, with the failure kind when it says more: ``FAILED (TIMEOUT)``."""
+        kind = self.failure_kind()
+        if kind in SHOWN_FAILURE_KINDS and self.state.value == "FAILED":
+            return f"{self.state.value} ({kind.upper()})"
+        return self.state.value
 
 
 class JobList(WireModel):
@@ -465,6 +559,15 @@ class WorkerInfo(WireModel):
     slice_id: str | None = None
     scale_group: str | None = None
     health: WorkerHealth | None = None
+    # CORDONED or DRAINING (DRAINED once nothing runs there): no new work; why, since when.
+    cordon: Literal["CORDONED", "DRAINING", "DRAINED"] | None = None
+    cordon_reason: str | None = None
+    cordoned_at: float | None = None
+    cordon_automatic: bool = False
+
+
+class CordonRequest(WireModel):
+    reason: str = Field(default="", max_length=500)
 
 
 class WorkerList(WireModel):
@@ -499,6 +602,9 @@ class RunSpec(WireModel):
     # The job's image (or the cluster's default): the worker runs the attempt in a container.
     image: str | None = None
     image_pull_policy: ImagePullPolicy = "if-not-present"
+    # The job's secrets, by environment variable: set in the task's environment and masked
+    # (``***``) in its log. Sent to the worker running the attempt only, never shown by any API.
+    secret_env: dict[str, str] = Field(default_factory=dict, repr=False)
 
 
 class DesiredAttempt(WireModel):
@@ -585,6 +691,42 @@ class DryRunResult(WireModel):
     placements: list[dict[str, str]] = Field(default_factory=list)
     pending: dict[str, dict[str, str]] = Field(default_factory=dict)
     preemptions: list[dict[str, str]] = Field(default_factory=list)
+
+
+# ---------------------------------------------------------------- secrets
+
+
+class SecretValue(WireModel):
+    """``PUT /api/v1/secrets/NAME``: the value (never returned by any API)."""
+
+    value: str = Field(min_length=1, max_length=MAX_SECRET_BYTES)
+    # Whose secret (admins may set anyone's; a user token always sets its own).
+    user: str | None = Field(default=None, max_length=64)
+    # An admin's (or an open controller's) owner when ``user`` is not given: the client's login.
+    default_user: str | None = Field(default=None, max_length=64)
+
+    @field_validator("value")
+    @classmethod
+    def _text(cls, value: str) -> str:
+        _check_text("the secret", value)
+        return value
+
+
+class SecretInfo(WireModel):
+    name: str
+    user: str
+    created_at: float
+    updated_at: float
+
+
+class SecretList(WireModel):
+    secrets: list[SecretInfo]
+
+
+class ClientConfig(WireModel):
+    """What a client applies at submission: environment variables copied from the submitter."""
+
+    forward_env: list[str] = Field(default_factory=list)
 
 
 # ---------------------------------------------------------------- cluster

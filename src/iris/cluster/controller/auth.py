@@ -1,10 +1,11 @@
 """Bearer-token authentication and the rules of who may do what.
 
 Tokens come from the cluster config (``auth.tokens``: admin, user or worker). A running task
-gets a *job token* minted by the controller (HMAC over its job id, user and expiry with a secret
-kept in the controller database, so tokens survive a restart): it acts as the job's user on that
-job and its sub-jobs only (submit sub-jobs, register endpoints, read and stop them), expires, and
-stops working once its job has finished. With no tokens configured the API is open.
+gets a *job token* minted by the controller (HMAC over its job id, the job's run uid, user and
+expiry with a secret kept by the controller, so tokens survive a restart): it acts as the job's
+user on that job and its sub-jobs only (submit sub-jobs, register endpoints, read and stop them),
+expires, and stops working once its run has finished or been replaced (``--replace`` starts a new
+run of the same job id, with a new run uid). With no tokens configured the API is open.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from iris.rpc.errors import PermissionDenied, Unauthenticated
 
@@ -61,6 +62,13 @@ class Principal:
 OPEN = Principal(role="admin", user=None)
 
 
+class JobRun(NamedTuple):
+    """What a job token is checked against: the job's current run and whether it has finished."""
+
+    run_uid: str
+    finished: bool
+
+
 @dataclass(frozen=True, slots=True)
 class StaticToken:
     token: str
@@ -74,13 +82,14 @@ class Authenticator:
         tokens: Sequence[StaticToken] = (),
         *,
         secret: bytes = b"",
-        job_active: Callable[[str], bool] | None = None,
+        job_run: Callable[[str], JobRun | None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """``job_active(job_id)``: False once the job has finished (its tokens stop working)."""
+        """``job_run(job_id)``: the job's current run (None once the job is gone); a job token
+        works only for the run it names, and only until that run has finished."""
         self._tokens = {t.token: Principal(role=t.role, user=t.user) for t in tokens}
         self._secret = secret
-        self.job_active = job_active
+        self.job_run = job_run
         self._clock = clock
 
     @property
@@ -100,8 +109,8 @@ class Authenticator:
             raise Unauthenticated("the token is not valid for this controller")
         return principal
 
-    def job_token(self, job_id: str, user: str, ttl_s: float = JOB_TOKEN_TTL_S) -> str:
-        claims = {"job": job_id, "user": user, "exp": round(self._clock() + ttl_s)}
+    def job_token(self, job_id: str, user: str, run_uid: str, ttl_s: float = JOB_TOKEN_TTL_S) -> str:
+        claims = {"job": job_id, "run": run_uid, "user": user, "exp": round(self._clock() + ttl_s)}
         payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
         return f"{_JOB_PREFIX}{payload}.{self._sign(payload)}"
 
@@ -114,12 +123,21 @@ class Authenticator:
         try:
             claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
             job, user, expires = str(claims["job"]), str(claims["user"]), float(claims["exp"])
-        except (ValueError, KeyError, TypeError):
+            run = str(claims.get("run", ""))
+        except (ValueError, KeyError, TypeError, AttributeError):
             return None
         if not expires > self._clock():
             raise Unauthenticated("the job token has expired")
-        if self.job_active is not None and not self.job_active(job):
-            raise Unauthenticated(f"the job token of {job} stopped working: the job has finished")
+        if self.job_run is not None:
+            current = self.job_run(job)
+            if current is None:
+                raise Unauthenticated(f"the job token of {job} stopped working: the job no longer exists")
+            if not hmac.compare_digest(current.run_uid, run):
+                raise Unauthenticated(
+                    f"the job token of {job} stopped working: it belongs to an earlier run of the job"
+                )
+            if current.finished:
+                raise Unauthenticated(f"the job token of {job} stopped working: the job has finished")
         return Principal(role="user", user=user, job_scope=job)
 
     def _sign(self, payload: str) -> str:

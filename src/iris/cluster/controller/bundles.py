@@ -1,7 +1,8 @@
 """The controller's bundle store: workspace archives kept by content hash under ``<state>/bundles``.
 
 A bundle is written once (``PUT``, verified against its sha256) and read by workers and pod init
-containers (``GET``). Checking for one (``HEAD``) or fetching it counts as a use: garbage
+containers (``GET``). A user reads, checks for (``HEAD``) and submits jobs with only the bundles
+they uploaded themselves (``bundle_owners``); another user's bundle answers as a missing one. Checking for one (``HEAD``) or fetching it counts as a use: garbage
 collection only removes bundles that no unfinished job names and that nobody used for an hour.
 """
 
@@ -135,7 +136,11 @@ class BundleStore:
             return []  # nothing was ever stored
         with db.read() as cur:
             referenced = referenced_bundles(cur)
-        return self.collect(referenced)
+        doomed = self.collect(referenced)
+        if doomed:
+            with db.transaction() as cur:
+                store.forget_bundle_owners(cur, doomed)
+        return doomed
 
 
 def referenced_bundles(cur: Any) -> set[str]:

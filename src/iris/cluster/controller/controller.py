@@ -42,6 +42,15 @@ from iris.cluster.controller.backend import (
 )
 from iris.cluster.controller.bundles import BundleStore
 from iris.cluster.controller.capacity import dry_run_from_groups, workers_misfit
+from iris.cluster.controller.cordons import (
+    Cordon,
+    Mode,
+    QuarantineWindow,
+    delete_cordon,
+    infrastructure_failure,
+    load_cordons,
+    save_cordon,
+)
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.effects import (
     Applied,
@@ -62,6 +71,7 @@ from iris.cluster.controller.metrics import ControllerMetrics
 from iris.cluster.controller.round import RoundPlan
 from iris.cluster.controller.scheduler import PendingReason, Resources, TaskRequest, explain
 from iris.cluster.controller.scheduler.queue import PassScope, PendingQueue
+from iris.cluster.controller.secrets import KEY_FILE, SecretStore, load_or_create_secret_key
 from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker, fence_after
 from iris.cluster.types import JobName
 from iris.rpc.enums import (
@@ -147,6 +157,7 @@ class Controller:
         worker_rpc_key: bytes | None = None,
         log_dir: Path | None = None,
         default_task_image: str | None = None,
+        secrets: SecretStore | None = None,
     ) -> None:
         self._descriptor = descriptor
         # ``defaults.task_image``: the image of every job that names none (None: plain processes).
@@ -158,6 +169,15 @@ class Controller:
         self.bundles = BundleStore(bundle_dir)
         # Task logs and usage, kept after their workers are gone (written by the API, not this loop).
         self.logs = LogStore(log_dir)
+        # Per-user secrets (encrypted at rest), and what the cluster config adds to every job.
+        self.secrets = secrets or SecretStore(db)
+        self.task_env: dict[str, str] = {}  # defaults.task_env, under each job's own env
+        self.forward_env: list[str] = []  # forward_env: what clients copy from the submitter's env
+        # Cordoned and draining workers take no new work (controller/cordons.py).
+        with db.read() as cur:
+            self.cordons: dict[str, Cordon] = load_cordons(cur)
+        self.quarantine = QuarantineWindow()
+        self.drain_grace_s = 3600.0
         self._pod_logs: PodLogCollector | None = None
         self.controller_url = controller_url
         self.autoscaler = autoscaler
@@ -305,6 +325,7 @@ class Controller:
             if full or targets:
                 self.metrics.reconcile_round_seconds.observe(time.perf_counter() - t2)
             self._update_worker_health()
+            self._drain(self.clock())
             self._trigger_autoscale()
         if descriptor.kind is BackendKind.KUBERNETES:
             t3 = time.perf_counter()
@@ -362,7 +383,87 @@ class Controller:
         return plan
 
     def _healthy(self, workers: Iterable[store.WorkerRow]) -> set[str]:
-        return {w.worker_id for w in workers if self.health.status(w.worker_id) is WorkerStatus.HEALTHY}
+        """The workers new work may go to: healthy and not cordoned or draining."""
+        cordons = self.cordons
+        return {
+            w.worker_id
+            for w in workers
+            if self.health.status(w.worker_id) is WorkerStatus.HEALTHY and w.worker_id not in cordons
+        }
+
+    # ------------------------------------------------------------ cordons
+
+    def cordon_worker(self, worker_id: str, mode: Mode, reason: str, *, automatic: bool = False) -> Cordon:
+        """Take no new work on the worker (``drain``: and move its tasks after the grace)."""
+        with self.db.read() as cur:
+            known = {w.worker_id for w in store.list_workers(cur)}
+        if worker_id not in known:
+            raise NotFound(f"worker {worker_id} is not registered")
+        now = self.clock()
+        previous = self.cordons.get(worker_id)
+        since = previous.since if previous is not None and previous.mode == mode else now
+        cordon = Cordon(worker_id, mode, reason or ("draining" if mode == "drain" else "cordoned"), since, automatic)
+        with self.db.transaction() as cur:
+            save_cordon(cur, cordon)
+        self.cordons = {**self.cordons, worker_id: cordon}
+        log.warning("worker %s %s: %s", worker_id, "draining" if mode == "drain" else "cordoned", cordon.reason)
+        self._fleet_changed()
+        return cordon
+
+    def uncordon_worker(self, worker_id: str) -> bool:
+        with self.db.transaction() as cur:
+            removed = delete_cordon(cur, worker_id)
+        self.cordons = {k: v for k, v in self.cordons.items() if k != worker_id}
+        self.quarantine.forget(worker_id)
+        if removed:
+            log.info("worker %s uncordoned", worker_id)
+            self._fleet_changed()
+        return removed
+
+    def _fleet_changed(self) -> None:
+        self._shapes = None
+        if self._queue is not None:
+            with self._queue_lock:
+                self._queue.invalidate()  # parked work may fit (or no longer fit) now
+        self.wake()
+
+    def _quarantine(self, observations: Mapping[str, AttemptObservation], snap: store.ObservationSnapshot) -> None:
+        """Count infrastructure failures per worker; cordon a worker that crossed the threshold."""
+        now = self.clock()
+        for uid, obs in observations.items():
+            attempt = snap.attempts.get(uid)
+            if attempt is None or attempt.worker_id is None or attempt.state in TERMINAL_TASK_STATES:
+                continue
+            kind = infrastructure_failure(obs.state, obs.error)
+            if kind is None:
+                continue
+            reason = self.quarantine.record(attempt.worker_id, kernel.job_of(attempt.task_id), kind, now)
+            if reason is not None and attempt.worker_id not in self.cordons:
+                try:
+                    self.cordon_worker(attempt.worker_id, "cordon", reason, automatic=True)
+                except NotFound:
+                    pass
+
+    def _drain(self, now: float) -> None:
+        """Preempt the tasks still running on workers drained longer than the grace."""
+        due = [c.worker_id for c in self.cordons.values() if c.mode == "drain" and now - c.since >= self.drain_grace_s]
+        if not due:
+            return
+        with self.db.read() as cur:
+            live = [
+                a
+                for a in store.unreleased_attempts(cur, due)
+                if a.stop_reason is None and a.state not in TERMINAL_TASK_STATES
+            ]
+            if not live:
+                return
+            tasks = store.task_snapshots(cur, {a.task_id for a in live})
+            attempts = store.attempt_snapshots(cur, [a.attempt_uid for a in live])
+        victims = {a.task_id: f"the drain of worker {a.worker_id}" for a in live}
+        effects = kernel.preempt(victims, tasks, attempts, now)
+        if effects:
+            with self.db.transaction() as cur:
+                self._commit(cur, effects, now)
 
     def _queued_snapshot(
         self, queue: PendingQueue, cur: sqlite3.Cursor, now: float, deadlines: bool
@@ -423,7 +524,9 @@ class Controller:
         self, cur: sqlite3.Cursor, effects: Effects, now: float, *, read_at: int | None = None
     ) -> Applied:
         """``store.commit`` plus what follows in the same transaction: touched jobs roll up, jobs
-        that ended take their live sub-jobs with them. ``read_at``: see ``store.commit``."""
+        that ended take their live sub-jobs (all of them: ``live_descendants`` walks the whole
+        tree) with them. ``read_at``: see ``store.commit``. The rest of the controller hears of
+        it (``_after_commit``) only once the transaction has committed."""
         applied = store.commit(cur, effects, now, read_at=read_at)
         rollups = store.job_rollups(cur, applied.jobs)
         by_counts, full = kernel.settle_by_counts(rollups, now)
@@ -431,19 +534,17 @@ class Controller:
         if full:
             settled.merge(store.commit(cur, kernel.settle_jobs(store.job_snapshots(cur, full), now), now))
         applied.merge(settled)
-        ended = list(applied.finished_jobs)
-        while ended:
-            descendants = [d for job_id in ended for d in store.live_descendants(cur, job_id)]
-            ended = []
-            if descendants:
-                killed = store.commit(
-                    cur, kernel.kill_descendants(store.job_snapshots(cur, descendants), now), now
-                )
-                applied.merge(killed)
-        self._after_commit(applied)
+        descendants = [d for job_id in applied.finished_jobs for d in store.live_descendants(cur, job_id)]
+        if descendants:
+            applied.merge(
+                store.commit(cur, kernel.kill_descendants(store.job_snapshots(cur, descendants), now), now)
+            )
+        self.db.after_commit(lambda: self._after_commit(applied))
         return applied
 
     def _after_commit(self, applied: Applied) -> None:
+        """A commit's side effects on the process (queue, dirty workers, waiters, caches, logs):
+        run by ``db.after_commit``, so a transaction that rolls back leaves all of them alone."""
         if self._queue is not None:
             self._tell_queue(self._queue, applied)
         if applied.workers:
@@ -531,6 +632,14 @@ class Controller:
                 raise InvalidArgument("a coscheduled job needs at least one replica")
             if self._checks_fit(spec):
                 self._check_fits_somewhere(spec, workers)
+        for spec, job_name in zip(specs, names, strict=True):
+            if spec.secrets:
+                missing = self.secrets.missing(job_name.user, [ref.name for ref in spec.secrets])
+                if missing:
+                    raise InvalidArgument(
+                        f"{job_name.user} has no secret named {', '.join(missing)} "
+                        f"(set it with: iris secret set {missing[0]})"
+                    )
         for bundle_id in {spec.bundle_id for spec in specs if spec.bundle_id is not None}:
             if not self.bundles.exists(bundle_id):
                 raise FailedPrecondition(f"bundle {bundle_id} was never uploaded to this controller")
@@ -565,7 +674,11 @@ class Controller:
                     f"parent job {spec.parent_job_id} has terminated ({parent_row.state})"
                 )
             root_submitted_at = parent_row.root_submitted_at
-            spec = inherit_from_parent(spec, self._job_spec(spec.parent_job_id, parent_row.spec_json))
+            # not cached here: the parent may be an earlier job of this batch, gone if it rolls back
+            parent_spec = self._spec_cache.get(spec.parent_job_id) or JobSpec.model_validate_json(
+                parent_row.spec_json
+            )
+            spec = inherit_from_parent(spec, parent_spec)
         existing = store.get_job(cur, job_id)
         replaces = None
         if existing is not None:
@@ -581,7 +694,7 @@ class Controller:
             if store.jobs_with_live_attempts(cur, store.job_tree(cur, job_id)):
                 raise AlreadyExists(f"job {job_id} is still stopping its tasks: try again in a moment")
             replaces = job_id
-            self._forget_spec(job_id)
+            self.db.after_commit(lambda: self._forget_spec(job_id))
         insert = InsertJob(
             job_id=job_id,
             spec=spec,
@@ -674,12 +787,6 @@ class Controller:
             rpc_secret=worker_secret(self.worker_rpc_key, req.address).hex(),
             fence_after_s=fence_after(self.health.grace_s),
         )
-
-    def job_active(self, job_id: str) -> bool:
-        """The job exists and has not finished (a job token works only while this holds)."""
-        with self.db.read() as cur:
-            job = store.get_job(cur, job_id)
-        return job is not None and job.state not in TERMINAL_JOB_STATES
 
     def reap_worker(self, worker_id: str, why: str, *, tell_autoscaler: bool = True) -> None:
         """The worker is gone: its attempts are lost (their tasks retry elsewhere)."""
@@ -778,8 +885,7 @@ class Controller:
         if not workers and self.autoscaler is not None:
             would, summary = dry_run_from_groups(spec, self.autoscaler.groups)
             return {"job_id": str(name), "would_place": would, "summary": summary}
-        healthy = {w.worker_id for w in workers if self.health.status(w.worker_id) is WorkerStatus.HEALTHY}
-        views, running = kernel.fleet_views(workers, usage, healthy)
+        views, running = kernel.fleet_views(workers, usage, self._healthy(workers))
         specs = self._specs_for({p.job_id: p.spec_json for p in snap.pending}, [])
         queued, _ = kernel.task_requests(snap.pending, specs, snap.stopping_gangs)
         res = ResourceSpec.model_validate(spec.resources.model_dump())
@@ -939,6 +1045,8 @@ class Controller:
         with self.db.read() as cur:
             read_at = store.writes_so_far(cur)
             snap = store.observation_snapshot(cur, observations)
+        if self.quarantine.threshold > 0 and self._descriptor.kind is BackendKind.WORKER:
+            self._quarantine(observations, snap)
         effects = kernel.fold_observations(snap, observations.values(), now)
         if not effects:
             return False
@@ -974,6 +1082,13 @@ class Controller:
                 self._spec_cache.popitem(last=False)
         return spec
 
+    def secret_masks(self, job_id: str) -> list[str]:
+        """The values of the job's secrets (to mask in logs the controller collects itself)."""
+        spec = self._job_spec(job_id)
+        if not spec.secrets:
+            return []
+        return list(self.secrets.values(JobName.parse(job_id).user, [ref.name for ref in spec.secrets]).values())
+
     def _forget_spec(self, job_id: str) -> None:
         self._spec_cache.pop(job_id, None)
         self._run_templates.pop(job_id, None)
@@ -1005,10 +1120,19 @@ class Controller:
     def _run_template(self, job_id: str) -> RunSpec:
         spec = self._job_spec(job_id)
         user = JobName.parse(job_id).user
-        env = dict(spec.env)
+        env = {**self.task_env, **spec.env}
+        secret_env: dict[str, str] = {}
+        if spec.secrets:
+            values = self.secrets.values(user, [ref.name for ref in spec.secrets])
+            secret_env = {ref.env_name: values[ref.name] for ref in spec.secrets if ref.name in values}
         if self.auth.enabled:
             # The task acts as its job's user: sub-jobs, endpoints and its bundle need no other secret.
-            env["IRIS_TOKEN"] = self.auth.job_token(job_id, user)
+            # The token names this run of the job: a --replace'd or finished run's token is refused.
+            with self.db.read() as cur:
+                row = store.get_job(cur, job_id)
+            if row is None:
+                raise NotFound(f"job {job_id} does not exist")
+            env["IRIS_TOKEN"] = self.auth.job_token(job_id, user, row.run_uid)
         return RunSpec(
             attempt_uid="",
             attempt_number=0,
@@ -1030,6 +1154,7 @@ class Controller:
             user=user,
             image=spec.image or self.default_task_image,
             image_pull_policy=spec.image_pull_policy,
+            secret_env=secret_env,
         )
 
 
@@ -1052,6 +1177,8 @@ def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
     if child.image is None and parent.image is not None:
         update["image"] = parent.image
         update["image_pull_policy"] = parent.image_pull_policy
+    if not child.secrets and parent.secrets:
+        update["secrets"] = parent.secrets
     return child.model_copy(update=update) if update else child
 
 
@@ -1088,6 +1215,9 @@ def create_controller(
         db,
         bundle_dir=Path(state_dir) / "bundles" if state_dir is not None else None,
         log_dir=Path(state_dir) / "logs" if state_dir is not None else None,
+        secrets=SecretStore(
+            db, load_or_create_secret_key(Path(state_dir) / KEY_FILE) if state_dir is not None else None
+        ),
         controller_url=controller_url,
         autoscaler=autoscaler,
         backend=backend,

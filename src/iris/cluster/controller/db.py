@@ -2,21 +2,25 @@
 
 Only the controller process touches this file. All access goes through one connection guarded
 by a lock: the control loop and the API threads take turns, and every multi-row change is one
-transaction (``with db.transaction() as cur: ...``).
+transaction (``with db.transaction() as cur: ...``). What must follow a write (telling the
+pending queue, waking waiters, dropping cached specs) is registered inside the transaction with
+``db.after_commit(callback)`` and runs only once COMMIT has succeeded, never after a rollback.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from iris.rpc.errors import InsufficientStorage
 
+log = logging.getLogger("iris.controller.db")
 MIN_FREE_BYTES = 16 * 1024 * 1024  # (or a tenth of a smaller disk) before a full one counts as recovered
 
 MIGRATIONS: list[str] = [
@@ -230,6 +234,28 @@ MIGRATIONS: list[str] = [
             ON CONFLICT (kind, state) DO UPDATE SET n = n + 1;
     END;
     """,
+    # 9: a job row names its run: a job token carries it, so a replaced run's tokens are refused
+    """
+    ALTER TABLE jobs ADD COLUMN run_uid TEXT NOT NULL DEFAULT '';
+    """,
+    # 10: who uploaded each bundle: a user reads, checks for and submits with their own bundles only
+    """
+    CREATE TABLE bundle_owners (
+        bundle_id TEXT NOT NULL,
+        user TEXT NOT NULL,
+        PRIMARY KEY (bundle_id, user)
+    ) WITHOUT ROWID;
+    """,
+    # 11: cordoned and draining workers (controller/cordons.py), kept across re-registration
+    """
+    CREATE TABLE worker_cordons (
+        worker_id TEXT PRIMARY KEY,
+        mode TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        since REAL NOT NULL,
+        automatic INTEGER NOT NULL DEFAULT 0
+    );
+    """,
 ]
 
 
@@ -256,6 +282,8 @@ class ControllerDB:
         self._conn.row_factory = sqlite3.Row
         self._lock = threading.RLock()
         self.disk_full_since: float | None = None  # set while writes fail for lack of space
+        self._after_commit: list[Callable[[], None]] = []  # the open transaction's callbacks
+        self._tx_thread: int | None = None  # the thread whose transaction is open
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=OFF")
@@ -295,9 +323,12 @@ class ControllerDB:
     def transaction(self) -> Iterator[sqlite3.Cursor]:
         """A write transaction; a full disk rolls it back and raises ``InsufficientStorage``."""
         with self._lock:
+            if self._tx_thread is not None:
+                raise RuntimeError("ControllerDB.transaction() does not nest")
             cur = self._conn.cursor()
             try:
                 cur.execute("BEGIN IMMEDIATE")
+                self._tx_thread = threading.get_ident()
                 try:
                     yield cur
                     cur.execute("COMMIT")
@@ -305,6 +336,15 @@ class ControllerDB:
                     if self._conn.in_transaction:  # SQLite may have rolled back a failed COMMIT itself
                         cur.execute("ROLLBACK")
                     raise
+                finally:
+                    self._tx_thread = None
+                    callbacks, self._after_commit = self._after_commit, []
+                # committed: only now may the rest of the process hear of it
+                for callback in callbacks:
+                    try:
+                        callback()
+                    except Exception:  # the write stands; one failed callback must not hide the others
+                        log.exception("a post-commit callback failed")
             except sqlite3.Error as exc:
                 if not _disk_full(exc):
                     raise
@@ -313,6 +353,12 @@ class ControllerDB:
                 raise InsufficientStorage(
                     f"the controller's state disk is full ({self.path.parent}): nothing was written; free space there"
                 ) from None
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the open transaction (this thread's) commits; never if it rolls back."""
+        if self._tx_thread != threading.get_ident():
+            raise RuntimeError("after_commit() needs an open transaction on this thread")
+        self._after_commit.append(callback)
 
     def probe_write(self) -> bool:
         """After a full disk: is there room again (some free space and a write that commits)?

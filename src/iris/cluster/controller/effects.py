@@ -126,6 +126,7 @@ class InsertJob:
     depth: int
     root_submitted_at: float
     replaces: str | None = None
+    run_uid: str = ""  # empty: the store draws a fresh one
 
 
 @dataclass(frozen=True, slots=True)

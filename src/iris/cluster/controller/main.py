@@ -18,7 +18,7 @@ import uvicorn
 
 from iris.cluster.config import ClusterConfig, load_cluster_config
 from iris.cluster.controller import store
-from iris.cluster.controller.auth import Authenticator, StaticToken
+from iris.cluster.controller.auth import Authenticator, JobRun, StaticToken
 from iris.cluster.controller.autoscaler import Autoscaler, AutoscalerStore
 from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller, open_db
@@ -124,6 +124,12 @@ def build_controller(
     if config is not None:
         controller.logs.max_age_s = config.logs.max_age_hours * 3600
         controller.logs.max_total_bytes = config.logs.max_total_size
+        controller.task_env = dict(config.defaults.task_env)
+        controller.forward_env = list(config.forward_env)
+        worker_defaults = config.defaults.worker
+        controller.drain_grace_s = worker_defaults.drain_grace_s
+        controller.quarantine.threshold = worker_defaults.quarantine_failures
+        controller.quarantine.window_s = worker_defaults.quarantine_window_s
     return controller
 
 
@@ -202,13 +208,13 @@ def _authenticator(db: ControllerDB, config: ClusterConfig) -> Authenticator:
             store.set_meta_value(cur, "auth_secret", secret)
     tokens = [StaticToken(t.token, t.role, t.user) for t in config.auth.tokens]
 
-    def job_active(job_id: str) -> bool:
-        """The job exists and has not finished (a job token works only while this holds)."""
+    def job_run(job_id: str) -> JobRun | None:
+        """The job's current run (a job token works only for its own run, until it finishes)."""
         with db.read() as cur:
             job = store.get_job(cur, job_id)
-        return job is not None and job.state not in TERMINAL_JOB_STATES
+        return None if job is None else JobRun(job.run_uid, job.state in TERMINAL_JOB_STATES)
 
-    return Authenticator(tokens, secret=bytes.fromhex(secret), job_active=job_active)
+    return Authenticator(tokens, secret=bytes.fromhex(secret), job_run=job_run)
 
 
 def _build_autoscaler(db: ControllerDB, config: ClusterConfig, state_dir: Path) -> Autoscaler:
@@ -241,8 +247,9 @@ def configure_logging(log_format: str | None = None, log_file: Path | None = Non
 class ControllerOptions:
     """Everything a controller process is started with; parsed once, by argparse or by the CLI."""
 
-    host: str = "127.0.0.1"
-    port: int = 10000
+    # None: the config file's controller section, else 127.0.0.1:10000 and ~/.iris/controller.
+    host: str | None = None
+    port: int | None = None
     state_dir: Path | None = None
     ready_file: Path | None = None
     backend: str = "worker"
@@ -259,6 +266,16 @@ class ControllerOptions:
     log_file: Path | None = None
 
 
+def listen_and_state(options: ControllerOptions, config: ClusterConfig | None) -> tuple[str, int, Path]:
+    """Host, port and state directory: the options given, else the config's controller section,
+    else 127.0.0.1, 10000 and ~/.iris/controller."""
+    section = config.controller if config is not None else None
+    host = options.host or (section.host if section else "127.0.0.1")
+    port = options.port if options.port is not None else (section.port if section else 10000)
+    state_dir = options.state_dir or (section.state_dir if section else Path.home() / ".iris" / "controller")
+    return host, port, Path(state_dir).expanduser()
+
+
 def run(options: ControllerOptions) -> None:
     """Build the controller the options describe and serve it until SIGTERM/SIGINT."""
     configure_logging(options.log_format, options.log_file)
@@ -270,9 +287,7 @@ def run(options: ControllerOptions) -> None:
         backend = "kubernetes" if config.backend.kind == "kubernetes" else backend
         tick = config.defaults.worker.reconcile_interval_s
         grace = config.defaults.worker.unreachable_grace_s
-    state_dir = options.state_dir or (
-        config.controller.state_dir if config else Path.home() / ".iris" / "controller"
-    )
+    host, port, state_dir = listen_and_state(options, config)
     controller = build_controller(
         backend=backend,
         state_dir=Path(state_dir).expanduser(),
@@ -287,8 +302,8 @@ def run(options: ControllerOptions) -> None:
     try:
         serve(
             controller,
-            host=options.host,
-            port=options.port,
+            host=host,
+            port=port,
             ready_file=options.ready_file,
             advertise_url=options.advertise_url,
             terminate_slices_on_exit=options.terminate_slices_on_exit,
@@ -304,8 +319,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m iris.cluster.controller", description="Run the Iris controller."
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=10000)
+    parser.add_argument("--host", help="listen address (default: the config's, else 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="listen port (default: the config's, else 10000)")
     parser.add_argument(
         "--state-dir", type=Path, help="where the SQLite database lives (default ~/.iris/controller)"
     )

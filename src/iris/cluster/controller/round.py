@@ -67,7 +67,7 @@ from iris.rpc.enums import (
     StopReason,
     TaskState,
 )
-from iris.rpc.models import AttemptObservation, JobSpec
+from iris.rpc.models import TIMEOUT_EXIT_CODE, AttemptObservation, JobSpec
 
 GANG_WAIT = "waiting for the other members of its gang to stop"
 # Not worth a log line each: the common path, and kills (the job's own line says why).
@@ -263,7 +263,7 @@ def plan_deadlines(snap: RoundSnapshot, specs: Mapping[str, JobSpec], now: float
         failed = task._replace(
             state=TaskState.FAILED,
             finished_at=now,
-            exit_code=None,
+            exit_code=TIMEOUT_EXIT_CODE,
             error=f"timed out after {timeout:g}s",
         )
         changes.append(Change((MoveAttempt(attempt, stopped), MoveTask(task, failed))))

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import dataclasses
 import logging
+import re
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,17 +26,28 @@ from iris import __version__
 from iris.cluster.controller import store, views
 from iris.cluster.controller.auth import Principal
 from iris.cluster.controller.backend import dashboard_backend_descriptor
+from iris.cluster.controller.bundles import check_bundle_id
 from iris.cluster.controller.controller import Controller
 from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.log_routes import add_log_routes, attach_failures
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
 from iris.cluster.types import JobName
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState
-from iris.rpc.errors import InvalidArgument, IrisError, NotFound, NotImplementedForBackend, PermissionDenied
+from iris.rpc.errors import (
+    FailedPrecondition,
+    InvalidArgument,
+    IrisError,
+    NotFound,
+    NotImplementedForBackend,
+    PermissionDenied,
+)
 from iris.rpc.models import (
     DEFAULT_TASK_PAGE,
     MAX_TASK_PAGE,
+    SECRET_NAME_PATTERN,
+    ClientConfig,
     ClusterStatus,
+    CordonRequest,
     DashboardInfo,
     DryRunResult,
     EndpointInfo,
@@ -49,6 +61,8 @@ from iris.rpc.models import (
     LogsResponse,
     RegisterRequest,
     RegisterResponse,
+    SecretList,
+    SecretValue,
     StopResponse,
     SubmitManyRequest,
     SubmitManyResponse,
@@ -244,6 +258,57 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         dash = dashboard_backend_descriptor(controller)
         return DashboardInfo(name=dash.name, capabilities=dash.capabilities)
 
+    @app.get("/api/v1/client-config", response_model=ClientConfig)
+    def client_config() -> ClientConfig:
+        """What clients apply at submission (``forward_env`` of the cluster config)."""
+        return ClientConfig(forward_env=controller.forward_env)
+
+    # ---- per-user secrets: values go in, never come out (see controller/secrets.py)
+
+    def secret_owner(user: str | None, default_user: str | None = None) -> str:
+        """Whose secrets the caller acts on: a user's own always; an admin's ``user`` (or the
+        client's login name, ``default_user``, as jobs of an open controller are named)."""
+        principal = who()
+        principal.may_use_jobs()
+        if principal.job_scope is not None:
+            raise PermissionDenied("a job token cannot read or change secrets")
+        if principal.role == "user":
+            assert principal.user is not None
+            if user not in (None, principal.user):
+                raise PermissionDenied("a user manages their own secrets only")
+            return principal.user
+        user = user or default_user
+        if not user:
+            raise InvalidArgument("name the user whose secrets these are (user=...)")
+        return user
+
+    def secret_name(name: str) -> str:
+        if not re.fullmatch(SECRET_NAME_PATTERN, name):
+            raise InvalidArgument(
+                f"{name!r} is not a secret name: letters, digits and _, not starting with a digit"
+            )
+        return name
+
+    @app.put("/api/v1/secrets/{name}", status_code=204)
+    def put_secret(name: str, body: SecretValue) -> Response:
+        owner = secret_owner(body.user, body.default_user)
+        controller.secrets.set(owner, secret_name(name), body.value, controller.clock())
+        return Response(status_code=204)
+
+    @app.get("/api/v1/secrets", response_model=SecretList)
+    def list_secrets(user: str | None = None) -> SecretList:
+        """Names and times of the caller's secrets (an admin: anyone's, or ``user``'s); never values."""
+        if who().is_admin and not user:
+            return SecretList(secrets=controller.secrets.list(None))
+        return SecretList(secrets=controller.secrets.list(secret_owner(user)))
+
+    @app.delete("/api/v1/secrets/{name}", status_code=204)
+    def delete_secret(name: str, user: str | None = None, default_user: str | None = None) -> Response:
+        owner = secret_owner(user, default_user)
+        if not controller.secrets.remove(owner, secret_name(name)):
+            raise NotFound(f"{owner} has no secret named {name}")
+        return Response(status_code=204)
+
     @app.get("/api/v1/stats")
     def stats() -> dict[str, object]:
         return {
@@ -328,30 +393,44 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     # ---- workspace bundles (content-addressed archives; see controller/bundles.py)
 
+    def readable_bundle(bundle_id: str) -> Path:
+        """The bundle's file if the caller may read it: a user (or job token) reads only bundles
+        they uploaded; another user's answers exactly as a missing one (no existence oracle)."""
+        check_bundle_id(bundle_id)
+        principal = who()
+        if principal.role == "user":
+            with controller.db.read() as cur:
+                mine = store.user_has_bundle(cur, principal.user or "", bundle_id)
+            if not mine:
+                raise NotFound(f"bundle {bundle_id} is not on this controller (never uploaded, or collected)")
+        return controller.bundles.open_path(bundle_id)
+
     @app.head("/api/v1/bundles/{bundle_id}")
     def bundle_exists(bundle_id: str) -> Response:
-        size = controller.bundles.open_path(bundle_id).stat().st_size
+        size = readable_bundle(bundle_id).stat().st_size
         return Response(status_code=200, headers={"content-length": str(size)})
 
     @app.get("/api/v1/bundles/{bundle_id}")
     def get_bundle(bundle_id: str) -> FileResponse:
-        principal = who()
-        if principal.role == "user":  # another user's workspace is not theirs to read
-            with controller.db.read() as cur:
-                mine = store.user_has_bundle(cur, principal.user, bundle_id)
-            if not mine:
-                raise NotFound(f"bundle {bundle_id} is not on this controller (never uploaded, or collected)")
-        return FileResponse(controller.bundles.open_path(bundle_id), media_type="application/gzip")
+        return FileResponse(readable_bundle(bundle_id), media_type="application/gzip")
 
     @app.put("/api/v1/bundles/{bundle_id}", status_code=201)
     async def put_bundle(bundle_id: str, request: Request) -> Response:
-        who().may_use_jobs()
+        principal = who()
+        principal.may_use_jobs()
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > controller.bundles.max_upload_bytes:
             raise InvalidArgument(
                 f"the bundle is {declared} bytes, over this controller's {controller.bundles.max_upload_bytes}-byte limit"
             )
         created = await run_in_threadpool(controller.bundles.put, bundle_id, await request.body())
+        if principal.role == "user":  # 201 when new to this user, whoever else uploaded the same bytes
+
+            def own() -> bool:
+                with controller.db.transaction() as cur:
+                    return store.add_bundle_owner(cur, bundle_id, principal.user or "")
+
+            created = await run_in_threadpool(own)
         return Response(status_code=201 if created else 200)
 
     @app.post("/api/v1/jobs", response_model=SubmitResponse, openapi_extra=json_body(JobSpec))
@@ -381,6 +460,11 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         if principal.job_scope is not None and not spec.parent_job_id:
             raise PermissionDenied("a job token submits sub-jobs of its own job only")
         if principal.role == "user":
+            if spec.bundle_id is not None:  # another user's bundle id: as if it was never uploaded
+                with controller.db.read() as cur:
+                    mine = store.user_has_bundle(cur, principal.user or "", spec.bundle_id)
+                if not mine:
+                    raise FailedPrecondition(f"bundle {spec.bundle_id} was never uploaded to this controller")
             return spec.model_copy(update={"user": principal.user})
         return spec
 
@@ -546,7 +630,14 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             mine = f"/{who().user}/"
             running = {w: [t for t in ts if t.startswith(mine)] for w, ts in running.items()}
         out = []
+        cordons = controller.cordons
         for w in workers:
+            cordon = cordons.get(w.worker_id)
+            shown = None
+            if cordon is not None:
+                shown = "CORDONED"
+                if cordon.mode == "drain":
+                    shown = "DRAINING" if w.worker_id in running else "DRAINED"
             out.append(
                 WorkerInfo(
                     worker_id=w.worker_id,
@@ -562,9 +653,38 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
                     slice_id=w.slice_id,
                     scale_group=w.scale_group,
                     health=w.health,
+                    cordon=shown,
+                    cordon_reason=cordon.reason if cordon is not None else None,
+                    cordoned_at=cordon.since if cordon is not None else None,
+                    cordon_automatic=cordon.automatic if cordon is not None else False,
                 )
             )
         return WorkerList(workers=out)
+
+    def admin_only(what: str) -> None:
+        if not who().is_admin:
+            raise PermissionDenied(f"only an admin may {what}")
+
+    @app.post("/api/v1/workers/{worker_id}:cordon", status_code=204)
+    def cordon(worker_id: str, body: CordonRequest) -> Response:
+        """No new work on the worker; what runs there runs on."""
+        admin_only("cordon workers")
+        controller.cordon_worker(worker_id, "cordon", body.reason)
+        return Response(status_code=204)
+
+    @app.post("/api/v1/workers/{worker_id}:drain", status_code=204)
+    def drain(worker_id: str, body: CordonRequest) -> Response:
+        """No new work; running tasks finish, or are moved elsewhere after the drain grace."""
+        admin_only("drain workers")
+        controller.cordon_worker(worker_id, "drain", body.reason)
+        return Response(status_code=204)
+
+    @app.post("/api/v1/workers/{worker_id}:uncordon", status_code=204)
+    def uncordon(worker_id: str) -> Response:
+        admin_only("uncordon workers")
+        if not controller.uncordon_worker(worker_id):
+            raise NotFound(f"worker {worker_id} is not cordoned or draining")
+        return Response(status_code=204)
 
     if dashboard_dir is not None and dashboard_dir.exists():
         from fastapi.staticfiles import StaticFiles

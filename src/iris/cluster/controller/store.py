@@ -67,6 +67,7 @@ class JobRow:
     error: str | None
     exit_code: int | None
     pending_reason: str | None
+    run_uid: str = ""  # this run of the job id (a --replace starts a new one)
 
     @property
     def spec(self) -> JobSpec:
@@ -104,7 +105,7 @@ class LiveAttempt:
 
 _JOB_COLUMNS = (
     "job_id, name, user, parent_job_id, root_job_id, depth, state, priority, replicas, spec_json, submitted_at,"
-    " root_submitted_at, started_at, finished_at, scheduling_deadline, error, exit_code, pending_reason"
+    " root_submitted_at, started_at, finished_at, scheduling_deadline, error, exit_code, pending_reason, run_uid"
 )
 
 
@@ -128,6 +129,7 @@ def _job(row: sqlite3.Row) -> JobRow:
         error=row["error"],
         exit_code=row["exit_code"],
         pending_reason=row["pending_reason"],
+        run_uid=row["run_uid"],
     )
 
 
@@ -141,8 +143,8 @@ def _insert_job(cur: sqlite3.Cursor, job: InsertJob, now: float) -> None:
     cur.execute(
         "INSERT INTO jobs (job_id, name, user, parent_job_id, root_job_id, depth, state, priority, replicas,"
         " spec_json, submitted_at, root_submitted_at, scheduling_deadline, cpu_millicores, memory_bytes,"
-        " disk_bytes, device_type, device_variant, device_count, group_by, timeout_s)"
-        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        " disk_bytes, device_type, device_variant, device_count, group_by, timeout_s, run_uid)"
+        " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
         (
             job_id,
             spec.name,
@@ -165,6 +167,7 @@ def _insert_job(cur: sqlite3.Cursor, job: InsertJob, now: float) -> None:
             res.device.count if res.device else 0,
             spec.coscheduling.group_by if spec.coscheduling else None,
             spec.timeout_s,
+            job.run_uid or secrets.token_hex(8),
         ),
     )
     cur.executemany(
@@ -1436,12 +1439,27 @@ def attempt_rows(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> dict[str, 
 
 
 def user_has_bundle(cur: sqlite3.Cursor, user: str, bundle_id: str) -> bool:
-    """Whether any job of ``user`` runs from this workspace bundle."""
-    row = cur.execute(
-        "SELECT 1 FROM jobs WHERE user = ? AND json_extract(spec_json, '$.bundle_id') = ? LIMIT 1",
-        (user, bundle_id),
-    ).fetchone()
+    """Whether ``user`` uploaded this workspace bundle, or an admin gave them a job that runs from it."""
+    row = (
+        cur.execute(
+            "SELECT 1 FROM bundle_owners WHERE bundle_id = ? AND user = ?", (bundle_id, user)
+        ).fetchone()
+        or cur.execute(
+            "SELECT 1 FROM jobs WHERE user = ? AND json_extract(spec_json, '$.bundle_id') = ? LIMIT 1",
+            (user, bundle_id),
+        ).fetchone()
+    )
     return row is not None
+
+
+def add_bundle_owner(cur: sqlite3.Cursor, bundle_id: str, user: str) -> bool:
+    """Record that ``user`` uploaded the bundle; True if they had not before."""
+    cur.execute("INSERT OR IGNORE INTO bundle_owners (bundle_id, user) VALUES (?, ?)", (bundle_id, user))
+    return cur.rowcount > 0
+
+
+def forget_bundle_owners(cur: sqlite3.Cursor, bundle_ids: Sequence[str]) -> None:
+    cur.executemany("DELETE FROM bundle_owners WHERE bundle_id = ?", [(b,) for b in bundle_ids])
 
 
 def last_preemptors(cur: sqlite3.Cursor, job_id: str) -> dict[str, str]:

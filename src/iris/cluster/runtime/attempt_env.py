@@ -30,6 +30,7 @@ def build_attempt_env(
     env.update(spec.env)
     if spec.environment is not None:
         env.update(spec.environment.env_vars)
+    env.update(spec.secret_env)
     env.update(
         {
             "PWD": work_dir,

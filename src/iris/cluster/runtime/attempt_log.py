@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -29,6 +30,9 @@ MAX_LINE_BYTES = 64 * 1024
 # to the controller's log store long before they are dropped.
 DEFAULT_MAX_LOG_BYTES = 50 * 1024 * 1024
 LOG_FILES = 5
+# A secret value shorter than this is not masked in logs (masking "1" would garble every line).
+MIN_MASKED_SECRET = 4
+MASK = "***"
 # A new log that stays this small is also kept in memory until it is closed (``take_whole``): the
 # log shipper then sends a short attempt's log without reading the file back.
 SMALL_LOG_BYTES = 4096
@@ -79,6 +83,14 @@ def rotated_paths(path: AnyPath, files: int = LOG_FILES) -> list[AnyPath]:
 _APPEND = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
 
 
+def mask_secrets(text: str, masks: Iterable[str]) -> str:
+    """``text`` with each secret value (at least ``MIN_MASKED_SECRET`` long) replaced by ``***``."""
+    for secret in sorted(masks, key=len, reverse=True):
+        if len(secret) >= MIN_MASKED_SECRET and secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
 class AttemptLogWriter:
     """Turns raw pipe chunks into timestamped lines. Thread-safe: output and system events interleave.
 
@@ -95,8 +107,10 @@ class AttemptLogWriter:
         files: int = LOG_FILES,
         *,
         exclusive: bool = False,
+        masks: Iterable[str] = (),
     ) -> None:
-        """``exclusive``: a new file, FileExistsError if one is there (else appends to it)."""
+        """``exclusive``: a new file, FileExistsError if one is there (else appends to it).
+        ``masks``: secret values written as ``***`` wherever a line holds them exactly."""
         self.path = path
         self.max_bytes = max_bytes
         self.files = max(1, files)
@@ -108,6 +122,8 @@ class AttemptLogWriter:
         self._lock = threading.Lock()
         self._write_failed = False
         self._copy: bytearray | None = bytearray() if exclusive else None
+        # Longest first, so a secret containing another is masked whole.
+        self._masks = sorted({m for m in masks if len(m) >= MIN_MASKED_SECRET}, key=len, reverse=True)
 
     def feed(self, stream: Stream, data: bytes) -> None:
         ts = time.time()
@@ -161,11 +177,14 @@ class AttemptLogWriter:
             whole, self._copy = bytes(self._copy), None
             return whole
 
-    @staticmethod
-    def _encode_line(ts: float, stream: str, raw: bytes) -> bytes:
+    def _encode_line(self, ts: float, stream: str, raw: bytes) -> bytes:
         if raw.endswith(b"\r"):
             raw = raw[:-1]
-        return encode_line(ts, stream, raw.decode("utf-8", errors="replace"))
+        text = raw.decode("utf-8", errors="replace")
+        for secret in self._masks:
+            if secret in text:
+                text = text.replace(secret, MASK)
+        return encode_line(ts, stream, text)
 
     def _write(self, data: bytes) -> None:
         if self._fd < 0:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from iris.rpc.enums import TaskState
+from iris.rpc.models import TIMEOUT_EXIT_CODE
 from iris.rpc.units import format_bytes
 
 
@@ -76,7 +77,9 @@ def final_outcome(returncode: int, kill_reason: KillReason | None, kill_message:
     code = exit_code_of(returncode)
     if kill_reason is KillReason.OOM:
         return Outcome(TaskState.FAILED, OOM_EXIT_CODE, kill_message)
-    if kill_reason in (KillReason.TIMEOUT, KillReason.DISK):
+    if kill_reason is KillReason.TIMEOUT:
+        return Outcome(TaskState.FAILED, TIMEOUT_EXIT_CODE, kill_message)
+    if kill_reason is KillReason.DISK:
         return Outcome(TaskState.FAILED, code, kill_message)
     if kill_reason is not None:
         return Outcome(TaskState.KILLED, code, kill_message)

@@ -671,6 +671,7 @@ class SubprocessRuntime:
         """A fresh, empty work dir and a new log; returns the work dir."""
         uid = attempt.uid
         assert attempt.log_path is not None
+        masks = attempt.spec.secret_env.values() if attempt.spec is not None else ()
         if self._isolation is None:
             work_dir = f"{self._tasks_path}/{uid}"
             payload = f"{self._attempts_path}/{uid}.callable.pkl"
@@ -687,12 +688,16 @@ class SubprocessRuntime:
             os.mkdir(work_dir, 0o700)
         attempt.work_dir, attempt.payload = work_dir, payload
         try:
-            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True)
+            attempt.log = AttemptLogWriter(
+                attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks
+            )
         except FileExistsError:  # the log of its run before a worker restart: this run starts afresh
             remove_log(attempt.log_path)
             with self._lock:
                 self._line_indexes.pop(uid, None)
-            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True)
+            attempt.log = AttemptLogWriter(
+                attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks
+            )
         with self._lock:
             self._small_logs.pop(uid, None)  # an earlier run's (a re-dispatch after retention forgot it)
             self._changed_locked(uid)

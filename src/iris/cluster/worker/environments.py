@@ -8,6 +8,14 @@ a failed or interrupted build and is rebuilt.
 The environment uses the worker's own interpreter, and a ``.pth`` file makes the worker's site
 directories importable after the environment's own packages, so Iris itself (and the callable
 runner) work inside it while the job's packages take precedence.
+
+Installing a requirement runs its build code (any sdist has some), so a build never runs with
+the worker's privileges: on a root worker that isolates attempts it runs as a uid leased from the
+attempts' pool, in an environment directory (mode 0700) and a cache of its own; afterwards
+every process of that uid is killed, and the environment is handed to root and made read-only
+for everyone else before the marker is written. On every worker, uv sees only an allow-list of
+the worker's environment variables (PATH, locale, proxy, CA and index settings): never the
+worker's token or any other ``IRIS_*`` secret.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import os
 import shutil
 import signal
 import site
+import stat
 import subprocess
 import sys
 import tempfile
@@ -27,6 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
 from iris.cluster.runtime.subprocess_runtime import PreparationError
 from iris.cluster.worker.build_lock import Cancelled, hash_lock
 
@@ -34,6 +44,17 @@ READY_MARKER = ".iris-ready"
 PARENT_SITE_PTH = "_iris_worker_site.pth"
 DEFAULT_BUILD_TIMEOUT_S = 900.0
 _OUTPUT_LINES_LOGGED = 200
+# The only worker environment variables a build sees (network and index settings an operator
+# sets for pip/uv); anything else, the worker's IRIS_TOKEN above all, is left out.
+_PASSED_ENV = frozenset(
+    {
+        "PATH", "HOME", "USER", "XDG_CACHE_HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ",
+        "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
+        "all_proxy", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "UV_NATIVE_TLS",
+        "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_INDEX_STRATEGY",
+        "UV_HTTP_TIMEOUT", "UV_OFFLINE", "UV_FIND_LINKS", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL",
+    }
+)  # fmt: skip
 
 
 class EnvironmentBuildError(PreparationError):
@@ -96,9 +117,12 @@ class EnvironmentBuilder:
         python: str = sys.executable,
         uv: Sequence[str] | None = None,
         timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
+        isolation: Isolation | None = None,
     ) -> None:
+        """With ``isolation`` (a root worker), builds run as a uid leased from its pool."""
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._isolation = isolation
         self.python = python
         self._uv = list(uv) if uv is not None else None
         self._timeout_s = timeout_s
@@ -146,31 +170,61 @@ class EnvironmentBuilder:
                 "(install it with: python -m pip install uv)"
             )
         shutil.rmtree(path, ignore_errors=True)  # a failed or interrupted earlier build
-        self._run(
-            [*uv, "venv", "--no-config", "--quiet", "--python", self.python, str(path)],
-            "creating the environment",
-            log,
-            cancelled,
-        )
-        self._link_parent_site(path)
-        if requirements:
+        cache = self.directory / f".cache-{path.name}"
+        shutil.rmtree(cache, ignore_errors=True)
+        lease = self._isolation.pool.acquire() if self._isolation is not None else None
+        try:
+            for directory in (path, cache):
+                directory.mkdir(mode=0o700)
+                if lease is not None:
+                    os.chown(directory, lease.uid, lease.uid)
+            env = build_environment(cache if lease is not None else None)
             self._run(
                 [
                     *uv,
-                    "pip",
-                    "install",
+                    "venv",
                     "--no-config",
+                    "--quiet",
+                    "--allow-existing",
                     "--python",
-                    str(path / "bin" / "python"),
-                    *requirements,
+                    self.python,
+                    str(path),
                 ],
-                "installing " + " ".join(requirements),
+                "creating the environment",
                 log,
                 cancelled,
+                env,
+                lease,
             )
+            if requirements:
+                self._run(
+                    [
+                        *uv,
+                        "pip",
+                        "install",
+                        "--no-config",
+                        "--python",
+                        str(path / "bin" / "python"),
+                        "--",
+                        *requirements,
+                    ],
+                    "installing " + " ".join(requirements),
+                    log,
+                    cancelled,
+                    env,
+                    lease,
+                )
+        finally:
+            if lease is not None:
+                kill_uid(lease.uid)  # whatever the build left running (a daemonized build step)
+                UidPool.release(lease)
+            shutil.rmtree(cache, ignore_errors=True)
+        seal(path)
+        self._link_parent_site(path)
         (path / READY_MARKER).write_text(
             json.dumps({"requirements": list(requirements), "built_at": time.time()})
         )
+        os.chmod(path / READY_MARKER, 0o644)
 
     def _link_parent_site(self, path: Path) -> None:
         """A .pth line in the environment's site-packages that appends the worker's site dirs
@@ -181,12 +235,19 @@ class EnvironmentBuilder:
             raise EnvironmentBuildError(f"uv created the environment {path} without {site_packages}")
         lines = [f"import site; site.addsitedir({d!r})" for d in parent_site_dirs()]
         (site_packages / PARENT_SITE_PTH).write_text("\n".join(lines) + "\n")
+        os.chmod(site_packages / PARENT_SITE_PTH, 0o644)  # whatever the worker's umask: tasks read it
 
     def _run(
-        self, argv: list[str], what: str, log: Callable[[str], None], cancelled: Callable[[], bool]
+        self,
+        argv: list[str],
+        what: str,
+        log: Callable[[str], None],
+        cancelled: Callable[[], bool],
+        env: dict[str, str],
+        lease: UidLease | None,
     ) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
-        env["UV_PYTHON_DOWNLOADS"] = "never"
+        if lease is not None and self._isolation is not None:
+            argv = self._isolation.wrap(argv, lease.uid)
         deadline = time.monotonic() + self._timeout_s
         # Output goes to a file, not a pipe: nothing has to drain it while we poll for cancellation.
         with tempfile.TemporaryFile() as output:
@@ -222,3 +283,71 @@ class EnvironmentBuilder:
         if code != 0:
             last = next((line.strip() for line in reversed(lines) if line.strip()), "no output")
             raise EnvironmentBuildError(f"{what} failed (uv exited with code {code}): {last}")
+
+
+def build_environment(home: Path | None) -> dict[str, str]:
+    """What uv runs with: the allow-listed worker variables; with ``home`` (an isolated build),
+    HOME, the uv cache and temporary files all in that directory of the build's own."""
+    env = {k: v for k, v in os.environ.items() if k in _PASSED_ENV}
+    env.setdefault("PATH", os.defpath)
+    env["UV_PYTHON_DOWNLOADS"] = "never"
+    if home is not None:
+        env.update(HOME=str(home), UV_CACHE_DIR=str(home / "uv"), TMPDIR=str(home), UV_LINK_MODE="copy")
+    elif "UV_CACHE_DIR" in os.environ:
+        env["UV_CACHE_DIR"] = os.environ["UV_CACHE_DIR"]
+    return env
+
+
+def seal(path: Path) -> None:
+    """Hand a built environment to this (the worker's) user, readable by all and writable by
+    none else: the uid that built it goes back to the pool, and the next holder must not alter it."""
+    me = os.geteuid()
+    for root, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            _seal_one(os.path.join(root, name), me)
+    _seal_one(str(path), me)
+
+
+def _seal_one(name: str, me: int) -> None:
+    info = os.lstat(name)
+    if stat.S_ISLNK(info.st_mode):
+        if info.st_uid != me:
+            os.lchown(name, me, me)
+        return
+    if info.st_uid != me:
+        os.chown(name, me, me)
+    mode = stat.S_IMODE(info.st_mode) & ~0o7022  # no setuid/setgid/sticky, no write but the owner's
+    mode |= 0o444 | (0o111 if stat.S_ISDIR(info.st_mode) or info.st_mode & 0o100 else 0)
+    os.chmod(name, mode | 0o200)
+
+
+def processes_of(uid: int) -> list[int]:
+    """The pids of live (not zombie) processes whose real or effective uid is ``uid``."""
+    pids = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/status") as status:
+                fields = dict(line.split(":", 1) for line in status if line[:4] in ("Stat", "Uid:"))
+        except (OSError, ValueError):
+            continue
+        if fields.get("State", "Z").strip().startswith(("Z", "X")):
+            continue
+        if str(uid) in fields.get("Uid", "").split()[:2]:
+            pids.append(int(entry.name))
+    return pids
+
+
+def kill_uid(uid: int) -> None:
+    """SIGKILL every process of ``uid`` until none is left (a second or so at most)."""
+    for _ in range(100):
+        pids = processes_of(uid)
+        if not pids:
+            return
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)

@@ -204,6 +204,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
             config.controller_url,
             token=token,
             envs_dir=isolation.task_root / "envs" if isolation is not None else None,
+            isolation=isolation,
         ),
         isolation=isolation,
         devices=DeviceBroker(inventory) if inventory is not None else None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from iris.cluster.runtime.isolation import Isolation
 from iris.cluster.runtime.subprocess_runtime import Preparation
 from iris.cluster.worker.bundles import BundleCache
 from iris.cluster.worker.environments import EnvironmentBuilder
@@ -15,11 +16,18 @@ class AttemptPreparer:
     """Plugs into ``SubprocessRuntime(preparer=...)``; caches live under the worker's state dir."""
 
     def __init__(
-        self, state_dir: Path, controller_url: str, *, token: str | None = None, envs_dir: Path | None = None
+        self,
+        state_dir: Path,
+        controller_url: str,
+        *,
+        token: str | None = None,
+        envs_dir: Path | None = None,
+        isolation: Isolation | None = None,
     ) -> None:
-        """``envs_dir`` (default ``<state>/envs``) must be reachable by the uids attempts run as."""
+        """``envs_dir`` (default ``<state>/envs``) must be reachable by the uids attempts run as;
+        with ``isolation`` environments are built as one of them, never as root."""
         self.bundles = BundleCache(Path(state_dir) / "bundles", controller_url, token=token)
-        self.environments = EnvironmentBuilder(envs_dir or Path(state_dir) / "envs")
+        self.environments = EnvironmentBuilder(envs_dir or Path(state_dir) / "envs", isolation=isolation)
 
     def needed(self, spec: RunSpec) -> bool:
         return bool(spec.bundle_id) or bool(spec.environment is not None and spec.environment.pip_packages)

@@ -73,6 +73,13 @@ class KubernetesBackendConfig(BaseModel):
     # Band -> name used both for the pod's PriorityClass and Kueue's WorkloadPriorityClass.
     priority_classes: dict[PriorityBand, str] = Field(default_factory=default_priority_classes)
     service_account: str | None = None
+    run_as_user: int | None = Field(
+        default=None,
+        ge=1,
+        le=2**31 - 1,
+        description="Run every task container as this non-root uid (and gid), with runAsNonRoot "
+        "enforced; unset: the image's user (give one when your images allow it).",
+    )
     # Device type of a ResourceSpec -> extended resource name on the node.
     device_resources: dict[str, str] = Field(
         default_factory=lambda: {"gpu": "nvidia.com/gpu", "tpu": "google.com/tpu"}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from pathlib import Path
 from typing import Any
 
 from iris.cluster.backends.kubernetes.accelerators import accelerator_placement
@@ -29,6 +30,7 @@ from iris.cluster.backends.kubernetes.naming import (
     pod_group_name,
     pod_name,
 )
+from iris.cluster.worker import safe_unpack as safe_unpack_module
 from iris.rpc.enums import ConstraintOp
 from iris.rpc.models import Constraint, RunSpec
 
@@ -75,9 +77,11 @@ WORKSPACE_VOLUME = "workspace"
 WORKSPACE_DIR = "/workspace"
 BUNDLE_INIT_CONTAINER = "fetch-bundle"
 BUNDLE_TOKEN_ENV = "IRIS_BUNDLE_TOKEN"
-# Standard library only: the task image need not have Iris installed to fetch its workspace.
-BUNDLE_INIT_SCRIPT = """\
-import hashlib, os, sys, tarfile, urllib.request
+# Fetch, check the sha256, unpack with the worker's own unpacker (its source is prepended, so the
+# task image needs only Python's standard library, not Iris): files and directories only, no
+# links or special files, never outside the work dir, bounded in bytes and entries.
+_BUNDLE_FETCH = """
+import hashlib, os, sys, urllib.request
 bundle = os.environ["IRIS_BUNDLE_ID"]
 url = os.environ["IRIS_CONTROLLER_URL"].rstrip("/") + "/api/v1/bundles/" + bundle
 request = urllib.request.Request(url)
@@ -93,11 +97,20 @@ except OSError as exc:
     sys.exit(f"could not fetch bundle {bundle} from {url}: {exc}")
 if digest.hexdigest() != bundle:
     sys.exit(f"could not fetch bundle {bundle}: the downloaded bytes hash to {digest.hexdigest()}")
-with tarfile.open(path) as tar:
-    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-    tar.extractall(os.environ["IRIS_WORKDIR"], **safe)
+try:
+    safe_unpack(Path(path), Path(os.environ["IRIS_WORKDIR"]))
+except (UnsafeBundle, tarfile.TarError, OSError) as exc:
+    sys.exit(f"could not unpack bundle {bundle}: {exc}")
 print(f"unpacked bundle {bundle[:12]} into {os.environ['IRIS_WORKDIR']}")
 """
+BUNDLE_INIT_SCRIPT = Path(safe_unpack_module.__file__).read_text() + _BUNDLE_FETCH
+# Every container: no privilege escalation (setuid binaries), no Linux capabilities; the pod:
+# the runtime's default seccomp profile (and a non-root uid when the config names one).
+CONTAINER_SECURITY_CONTEXT: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "privileged": False,
+    "capabilities": {"drop": ["ALL"]},
+}
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -137,7 +150,11 @@ def build_pod(
         ANNOTATION_ATTEMPT_UID: spec.attempt_uid,
         ANNOTATION_ATTEMPT_NUMBER: str(spec.attempt_number),
     }
-    pod_spec: dict[str, Any] = {"restartPolicy": "Never", "enableServiceLinks": False}
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,
+        "securityContext": pod_security_context(config),
+    }
 
     priority_class = config.priority_class(spec.priority)
     if priority_class:
@@ -177,6 +194,7 @@ def build_pod(
         "resources": container_resources(spec, config),
         **({"imagePullPolicy": PULL_POLICIES[spec.image_pull_policy]} if spec.image else {}),
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
     if spec.bundle_id:
         mount = {"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}
@@ -219,7 +237,18 @@ def bundle_init_container(
         "volumeMounts": [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
+
+
+def pod_security_context(config: KubernetesBackendConfig) -> dict[str, Any]:
+    """The runtime's default seccomp profile always; with ``run_as_user`` every container runs as
+    that uid (and gid), ``runAsNonRoot`` enforced, and the workspace volume group-owned by it."""
+    context: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+    if config.run_as_user is not None:
+        uid = config.run_as_user
+        context.update(runAsNonRoot=True, runAsUser=uid, runAsGroup=uid, fsGroup=uid)
+    return context
 
 
 def escape_expansion(text: str) -> str:
@@ -235,6 +264,7 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
     env: dict[str, str] = dict(spec.env)
     if spec.environment is not None:
         env.update(spec.environment.env_vars)
+    env.update(spec.secret_env)  # the job's secrets, as plain env of the pod (see docs/kubernetes.md)
     env.update(
         {
             "IRIS_CONTROLLER_URL": controller_url,

@@ -16,6 +16,7 @@ from typing import Any
 
 from iris.cluster.controller import store
 from iris.cluster.controller.logstore.log_store import LogStore
+from iris.cluster.runtime.attempt_log import mask_secrets
 from iris.cluster.types import AttemptRef, TaskTarget
 from iris.rpc.enums import TERMINAL_TASK_STATES
 from iris.rpc.errors import IrisError
@@ -109,6 +110,9 @@ class PodLogCollector:
                 for line in page.lines
                 if not (line.stream == "system" and "no longer exists" in line.line)
             ]
+            masks = self._masks(task_id)
+            if masks:
+                lines = [line.model_copy(update={"line": mask_secrets(line.line, masks)}) for line in lines]
             # A pod not created yet also reads as complete: only an ended attempt's log is final.
             final = page.complete and len(page.lines) < _PAGE and uid not in running
             if lines or final:
@@ -116,6 +120,12 @@ class PodLogCollector:
                 self._logs.push(LogPushRequest(worker_id="kubernetes", chunks=[chunk]), self._resolve)
             if final:
                 self._forget(uid)
+
+    def _masks(self, task_id: str) -> list[str]:
+        try:
+            return self._controller.secret_masks(task_id.rsplit("/", 1)[0])
+        except IrisError:
+            return []
 
     def _forget(self, uid: str) -> None:
         self._tracked.pop(uid, None)

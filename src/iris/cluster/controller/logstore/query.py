@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import heapq
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
+
+import re2
 
 from iris.cluster.controller.logstore.index import AttemptLog
 from iris.cluster.controller.logstore.log_store import LogStore
@@ -25,6 +26,7 @@ MAX_LIMIT = 100_000
 MAX_GREP_LENGTH = 256
 # A filtered read scans at most this many lines of one attempt per answer (the cursor goes on from there).
 MAX_SCAN = 500_000
+_MAX_PATTERN_MEMORY = 8 << 20  # RE2's program size bound: a huge repetition count is refused, not built
 _OPEN_AT_ONCE = 256
 
 
@@ -42,17 +44,35 @@ class LogQuery:
     include_system: bool = False
     # Follow cursor: attempt uid -> next line number.
     after: Mapping[str, int] | None = None
-    _pattern: re.Pattern[str] | None = field(default=None, compare=False)
+    _pattern: Any = field(default=None, compare=False)
 
-    def compiled(self) -> re.Pattern[str] | None:
+    def compiled(self) -> Any:
+        """The grep pattern compiled by RE2 (``google-re2``): its matching time is linear in the
+        line whatever the pattern, so no pattern (``(a+)+$``) can hold the controller. RE2 has no
+        backreferences or lookarounds; such a pattern is refused like a malformed one."""
         if not self.grep:
             return None
-        if len(self.grep) > MAX_GREP_LENGTH:
-            raise InvalidArgument(f"the grep pattern is longer than {MAX_GREP_LENGTH} characters")
-        try:
-            return re.compile(self.grep, re.IGNORECASE if self.ignore_case else 0)
-        except re.error as exc:
-            raise InvalidArgument(f"the grep pattern is not a valid regular expression: {exc}") from None
+        return compile_user_pattern(self.grep, ignore_case=self.ignore_case)
+
+
+def compile_user_pattern(pattern: str, *, ignore_case: bool = False) -> Any:
+    """A user's regular expression, compiled for linear-time matching; InvalidArgument (one sentence)
+    when it is too long, malformed, or needs what a linear-time engine cannot do."""
+    if len(pattern) > MAX_GREP_LENGTH:
+        raise InvalidArgument(f"the grep pattern is longer than {MAX_GREP_LENGTH} characters")
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.log_errors = False  # the answer says why; the controller's log is not the place
+    options.max_mem = _MAX_PATTERN_MEMORY
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = (
+            exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else exc
+        )
+        raise InvalidArgument(
+            f"the grep pattern is not a valid regular expression: {reason} (RE2 syntax: no backreferences or lookarounds)"
+        ) from None
 
 
 def parse_cursor(text: str | None) -> dict[str, int] | None:

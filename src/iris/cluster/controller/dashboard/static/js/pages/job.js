@@ -65,7 +65,7 @@ function attemptsList(task) {
 const FAILURE_KINDS = {
   exit_code: "non-zero exit",
   oom: "out of memory",
-  timeout: "execution timeout",
+  timeout: "TIMEOUT (execution time limit)",
   worker_lost: "worker lost",
   preempted: "preempted",
   command_not_found: "command not found",
@@ -74,6 +74,13 @@ const FAILURE_KINDS = {
   gang_failed: "gang failed",
   start_failed: "could not start",
 };
+
+/** The failure kind shown beside a FAILED job's state (as the CLI's `FAILED (TIMEOUT)`), or null. */
+function shownFailureKind(d) {
+  if (d.state !== "FAILED") return null;
+  const t = (d.tasks || []).find((x) => x.failure);
+  return t && (t.failure.kind === "timeout" || t.failure.kind === "oom") ? t.failure.kind : null;
+}
 
 function failureBlock(t) {
   const f = t.failure;
@@ -177,6 +184,7 @@ export function mount(root, route) {
       header,
       h("h1", { class: "mono" }, d.job_id),
       badge(d.state),
+      shownFailureKind(d) ? h("span", { class: "failure-kind err-text mono", "data-failure-kind": shownFailureKind(d) }, shownFailureKind(d).toUpperCase()) : null,
       h("span", { class: "grow" }),
       h(
         "button",

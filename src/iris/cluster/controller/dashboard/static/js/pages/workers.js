@@ -113,6 +113,7 @@ export function mount(root) {
       stat("healthy", String(by("HEALTHY")), "ok"),
       stat("degraded", String(by("DEGRADED")), by("DEGRADED") ? "warn" : ""),
       stat("dead", String(by("DEAD")), by("DEAD") ? "bad" : ""),
+      stat("cordoned", String(ws.filter((w) => w.cordon).length), ws.some((w) => w.cordon) ? "warn" : ""),
       stat("cpu reserved", `${fmtCpu(used)} / ${fmtCpu(cap)}`),
       stat("running tasks", String(ws.reduce((a, w) => a + (w.running_tasks || []).length, 0))),
     );
@@ -125,7 +126,7 @@ export function mount(root) {
       table(
         [
           { label: "Worker", render: (w) => h("div", {}, h("div", { class: "mono strong" }, w.worker_id), h("div", { class: "mono dim small" }, w.address)) },
-          { label: "Status", render: (w) => h("div", {}, badge(w.status), w.consecutive_failures ? h("div", { class: "small err-text" }, `${w.consecutive_failures} failed contacts`) : null) },
+          { label: "Status", render: (w) => h("div", {}, badge(w.status), w.cordon ? h("div", { class: "cordon" }, badge(w.cordon), h("div", { class: "small err-text" }, `${w.cordon_reason || ""}${w.cordon_automatic ? " (automatic)" : ""}`, w.cordoned_at ? ` · ${fmtAgo(w.cordoned_at, now)}` : "")) : null, w.consecutive_failures ? h("div", { class: "small err-text" }, `${w.consecutive_failures} failed contacts`) : null) },
           { label: "Reserved", cls: "col-util", render: utilisation },
           { label: "Running", render: (w) => running(w.running_tasks) },
           { label: "Attributes", render: (w) => attributes(w.attributes) },
@@ -134,7 +135,7 @@ export function mount(root) {
           { label: "Group", render: (w) => (w.scale_group || w.slice_id ? h("div", { class: "small" }, w.scale_group || "", w.slice_id ? h("div", { class: "mono dim" }, w.slice_id) : null) : h("span", { class: "dim" }, "—")) },
         ],
         ws,
-        { rowAttrs: (w) => ({ dataset: { workerId: w.worker_id, status: w.status } }) },
+        { rowAttrs: (w) => ({ dataset: { workerId: w.worker_id, status: w.status, cordon: w.cordon || "" } }) },
       ),
     );
     root.querySelector(".page-workers").dataset.loaded = "1";
