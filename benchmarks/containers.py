@@ -74,7 +74,9 @@ def main() -> int:
         resources = ResourceSpec(cpu=1, memory="128MB")
         with LocalCluster(workers=1, worker_cpu=str(args.parallel), worker_memory="8GB") as cluster:
             with IrisClient(cluster.url) as client:
-                warm = client.submit(TRUE, name="warm", image=BUSYBOX_IMAGE, resources=resources)
+                warm = client.submit(
+                    TRUE, name="warm", image=BUSYBOX_IMAGE, resources=resources, workspace=False
+                )
                 wait_done(client, [warm.job_id])
                 specs = [
                     client.build_spec(TRUE, name=f"c{i}", image=BUSYBOX_IMAGE, resources=resources)
@@ -86,7 +88,12 @@ def main() -> int:
                 jobs_s = time.monotonic() - started
                 started = time.monotonic()
                 many = client.submit(
-                    TRUE, name="many", image=BUSYBOX_IMAGE, resources=resources, replicas=args.tasks
+                    TRUE,
+                    name="many",
+                    image=BUSYBOX_IMAGE,
+                    resources=resources,
+                    replicas=args.tasks,
+                    workspace=False,
                 )
                 wait_done(client, [many.job_id])
                 tasks_s = time.monotonic() - started

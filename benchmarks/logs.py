@@ -24,8 +24,11 @@ import threading
 import time
 from pathlib import Path
 
+import iris.client.client as _iris_client
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec
 from iris.rpc.http import HttpClient
+
+_iris_client.DEFAULT_WORKSPACE = False  # measure logs, not packaging the repository into every job
 
 FLOOD = (
     "import sys\n"

@@ -8,7 +8,13 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
+import iris.client.client as _iris_client
+
 T = TypeVar("T")
+
+# The suite runs from the repository root: packaging it as the workspace of every job submitted
+# without one would unpack the repository into every task. Tests of that default set it back.
+_iris_client.DEFAULT_WORKSPACE = False
 
 # A shell without job control starts background commands with SIGINT ignored, and the ignored
 # disposition survives exec into every child: tests that press Ctrl-C on a child (``iris job

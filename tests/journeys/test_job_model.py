@@ -218,3 +218,13 @@ def test_a_gang_agrees_on_one_coordinator_through_distributed(j: Journey) -> Non
         f"rank {i} of 3 (task {i} of 3)" for i in range(3)
     ]
     assert len({line.split(" coordinator ")[1] for line in lines}) == 1, lines
+
+
+def double_it(x: int) -> int:
+    return 2 * x
+
+
+def test_a_callable_returns_its_value_through_result(j: Journey) -> None:
+    """The runner posts the pickled return value (with the job token on a pod); result() reads it."""
+    job = j.client.submit(Entrypoint.from_callable(double_it, 21), name="result", resources=SMALL)
+    assert job.result(timeout=120) == [42]

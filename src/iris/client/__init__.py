@@ -16,7 +16,7 @@ from iris.client.distributed import Distributed, distributed
 
 if TYPE_CHECKING:
     from iris.client.client import IrisClient
-    from iris.client.job import Job, JobTimeout
+    from iris.client.job import Job, JobFailed, JobTimeout
     from iris.client.local_cluster import LocalCluster
     from iris.rpc.enums import JobState, PriorityBand, TaskState
     from iris.rpc.models import (
@@ -32,6 +32,7 @@ _WHERE = {
     "IrisClient": "iris.client.client",
     "Job": "iris.client.job",
     "JobTimeout": "iris.client.job",
+    "JobFailed": "iris.client.job",
     "LocalCluster": "iris.client.local_cluster",
     "JobState": "iris.rpc.enums",
     "PriorityBand": "iris.rpc.enums",
@@ -56,6 +57,7 @@ __all__ = [
     "IrisContext",
     "Job",
     "JobState",
+    "JobFailed",
     "JobTimeout",
     "LocalCluster",
     "PriorityBand",

@@ -76,6 +76,11 @@ def default_job_name(entrypoint: Entrypoint) -> str:
     return f"{base}-{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(4).hex()}"
 
 
+# What ``submit`` packages when given no workspace and no bundle (a job that is not a sub-job):
+# the current directory, as ``iris job run`` does. False sends none (test suites set it).
+DEFAULT_WORKSPACE: bool = True
+
+
 class IrisClient:
     def __init__(self, url: str, *, token: str | None = None, parent_job_id: str | None = None) -> None:
         self.url = url.rstrip("/")
@@ -167,13 +172,17 @@ class IrisClient:
 
         ``workspace`` (a directory, or True for the current one) is packaged and uploaded (once per
         content) so the tasks run inside a copy of it; ``bundle_id`` names an already uploaded one.
-        A sub-job submitted with neither runs from its parent's bundle.
+        With neither, a job is submitted as ``iris job run`` does: from the current directory
+        (``DEFAULT_WORKSPACE``; ``workspace=False`` sends none), and a sub-job runs from its
+        parent's bundle.
 
         ``image`` runs each task in that container image (the workspace is its working dir);
         ``image_pull_policy`` is ``if-not-present`` (default), ``always`` or ``never``.
         """
         options = {k: v for k, v in locals().items() if k not in ("self", "workspace", "bundle_id")}
         spec = self.build_spec(**options)
+        if workspace is None and bundle_id is None and spec.parent_job_id is None:
+            workspace = DEFAULT_WORKSPACE
         if workspace is not None and workspace is not False:
             bundle, _uploaded = self.upload_workspace(Path.cwd() if workspace is True else Path(workspace))
             bundle_id = bundle.bundle_id

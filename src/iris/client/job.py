@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import base64
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iris.client.log_pages import log_pages, read_log_page, task_path
@@ -18,6 +21,8 @@ from iris.rpc.models import (
     JobDetail,
     LogLine,
     LogsResponse,
+    TaskResult,
+    TaskResults,
     TaskStatus,
 )
 
@@ -30,7 +35,44 @@ class JobTimeout(IrisError):
     code = "timeout"
 
 
-__all__ = ["Job", "JobTimeout", "select_lines", "task_path"]
+class JobFailed(Exception):
+    """The job ended without succeeding: which task, why (its failure kind) and, for a callable
+    that raised, the remote traceback (its last line is in the message)."""
+
+    def __init__(
+        self,
+        job_id: str,
+        state: JobState,
+        *,
+        task_index: int | None = None,
+        kind: str | None = None,
+        summary: str | None = None,
+        exit_code: int | None = None,
+        remote_traceback: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.task_index = task_index
+        self.kind = kind
+        self.summary = summary
+        self.exit_code = exit_code
+        self.remote_traceback = remote_traceback
+        self.hint = hint
+        where = f"task {task_index}" if task_index is not None else "the job"
+        why = _last_line(remote_traceback) or summary or state.value.lower()
+        message = f"job {job_id} {state.value}: {where}" + (f" ({kind})" if kind else "") + f": {why}"
+        if hint:
+            message += f"\n  hint: {hint}"
+        super().__init__(message)
+
+
+def _last_line(text: str | None) -> str | None:
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    return lines[-1].strip() if lines else None
+
+
+__all__ = ["Job", "JobFailed", "JobTimeout", "select_lines", "task_path"]
 
 
 # The longest the controller holds one wait request (its limit is 60 s), and how much longer the
@@ -59,6 +101,7 @@ class Job:
     def __init__(self, client: IrisClient, job_id: str) -> None:
         self.client = client
         self.job_id = job_id
+        self._results: list[Any] | None = None
 
     def __repr__(self) -> str:
         return f"Job({self.job_id!r})"
@@ -89,8 +132,11 @@ class Job:
     def tasks(self) -> list[TaskStatus]:
         return self.full_detail().tasks
 
-    def wait(self, timeout: float | None = None, *, poll_s: float = 0.05) -> JobDetail:
-        """Block until the job is terminal; raises JobTimeout after ``timeout`` seconds.
+    def wait(
+        self, timeout: float | None = None, *, poll_s: float = 0.05, raise_on_failure: bool = False
+    ) -> JobDetail:
+        """Block until the job is terminal; raises JobTimeout after ``timeout`` seconds, and with
+        ``raise_on_failure`` ``JobFailed`` when it ended without succeeding.
 
         Each request is held by the controller until the job ends (up to ``WAIT_CHUNK_S``), so
         waiting costs a request every half minute, not one per poll. A controller that answers
@@ -104,7 +150,10 @@ class Job:
             asked = time.monotonic()
             detail = self._detail_when_done(chunk)
             if detail.state in TERMINAL_JOB_STATES:
-                return self.detail()
+                detail = self.detail()
+                if raise_on_failure and detail.state is not JobState.SUCCEEDED:
+                    raise self._failure(detail)
+                return detail
             if deadline is not None and time.monotonic() >= deadline:
                 raise JobTimeout(
                     f"job {self.job_id} is still {detail.state.value.lower()} after {timeout:g}s"
@@ -112,6 +161,57 @@ class Job:
             if time.monotonic() - asked < chunk / 2:  # not held: poll, backing off
                 time.sleep(delay)
                 delay = min(poll_s * 4, delay * 1.5)
+
+    def result(self, timeout: float | None = None) -> list[Any]:
+        """What the job's callable returned, one value per task in task order, once it has ended.
+
+        Raises ``JobFailed`` (failure kind, task, remote traceback) when it did not succeed, and
+        ``JobTimeout`` after ``timeout`` seconds. Each task's value is kept by the controller up
+        to ``MAX_RESULT_BYTES`` (1 MiB) pickled; read once, then remembered by this handle.
+        """
+        if self._results is not None:
+            return self._results
+        detail = self.wait(timeout, raise_on_failure=True)
+        if detail.spec.entrypoint.kind != "callable":
+            raise IrisError(f"job {self.job_id} runs a command; only a Python callable returns a result")
+        import cloudpickle
+
+        by_index = {r.task_index: r for r in self._task_results()}
+        values = []
+        for index in range(detail.replicas):
+            found = by_index.get(index)
+            if found is None or not found.ok:
+                raise IrisError(
+                    f"task {index} of job {self.job_id} succeeded but its result never reached the "
+                    "controller (its log says why)"
+                )
+            values.append(cloudpickle.loads(base64.b64decode(found.payload_b64 or "")))
+        self._results = values
+        return values
+
+    def _task_results(self) -> list[TaskResult]:
+        return self.client.http.get(f"/api/v1/jobs/{task_path(self.job_id)}:results", TaskResults).results
+
+    def _failure(self, detail: JobDetail) -> JobFailed:
+        """The ``JobFailed`` of an ended job: its first failed task, with the traceback it posted."""
+        failed = next((t for t in detail.tasks if t.failure is not None), None)
+        if failed is None:
+            failed = next((t for t in detail.tasks if t.state is not TaskState.SUCCEEDED), None)
+        remote_tb = None
+        if detail.spec.entrypoint.kind == "callable" and failed is not None:
+            posted = {r.task_index: r for r in self._task_results()}.get(failed.task_index)
+            remote_tb = posted.traceback if posted is not None and not posted.ok else None
+        failure = failed.failure if failed is not None else None
+        return JobFailed(
+            self.job_id,
+            detail.state,
+            task_index=failed.task_index if failed is not None else None,
+            kind=failure.kind if failure is not None else None,
+            summary=(failure.summary if failure is not None else None) or detail.error,
+            exit_code=detail.exit_code,
+            remote_traceback=remote_tb,
+            hint=missing_module_hint(remote_tb or "\n".join(failure.log_tail if failure else [])),
+        )
 
     def _detail_when_done(self, wait_s: float) -> JobDetail:
         """The job without its tasks, once it has ended or ``wait_s`` has passed."""
@@ -267,6 +367,26 @@ class Job:
         if detail.task_counts.get(TaskState.FAILED.value):
             return 1
         return 1
+
+
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([^'.]+)")
+
+
+def missing_module_hint(text: str, directory: Path | None = None) -> str | None:
+    """A hint when a task could not import a module that is in the submitter's directory."""
+    names = _NO_MODULE.findall(text)
+    if not names:
+        return None
+    name = names[-1]
+    here = directory or Path.cwd()
+    for candidate in (here / f"{name}.py", here / name):
+        if candidate.exists():
+            return (
+                f"{candidate} is on this machine but not in the task's workspace: submit with "
+                f"workspace=True (the directory you run from; the CLI's default) or workspace=PATH, "
+                f"and check it is not left out by .gitignore or .irisignore"
+            )
+    return None
 
 
 def _log_line(line: StoredLine) -> LogLine:

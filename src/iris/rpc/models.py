@@ -643,6 +643,31 @@ class ReconcileResponse(WireModel):
     health: WorkerHealth
 
 
+# A callable task's pickled return value is kept by the controller up to this size (one per task,
+# the latest attempt's); a bigger one fails the task with a message saying so.
+MAX_RESULT_BYTES = 1024 * 1024
+# The end of a remote traceback kept with a failed callable's result.
+MAX_TRACEBACK_CHARS = 32 * 1024
+
+
+class TaskResult(WireModel):
+    """What a callable task's attempt returned (``ok``) or raised, posted by its runner."""
+
+    attempt_uid: str = Field(min_length=1, max_length=64)
+    ok: bool
+    # The cloudpickle of the return value, base64 (only when ok).
+    payload_b64: str | None = Field(default=None, max_length=(MAX_RESULT_BYTES * 4) // 3 + 8)
+    # The formatted traceback of the exception (only when not ok).
+    traceback: str | None = Field(default=None, max_length=MAX_TRACEBACK_CHARS)
+    task_index: int | None = None  # filled in by the controller's answer
+
+
+class TaskResults(WireModel):
+    """The results of a job's tasks, each the one its current attempt posted, by task index."""
+
+    results: list[TaskResult]
+
+
 class ExecRequest(WireModel):
     """Run a command beside a running task (its working directory and environment, or its pod)."""
 

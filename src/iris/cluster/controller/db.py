@@ -273,6 +273,20 @@ def statements(script: str) -> list[str]:
     return out
 
 
+# Kept outside MIGRATIONS: created if missing at every open (an older database gains it as is).
+OWN_TABLES = [
+    # What each callable task's latest attempt returned or raised (results.py): one row per task.
+    """CREATE TABLE IF NOT EXISTS task_results (
+        task_id TEXT PRIMARY KEY,
+        attempt_uid TEXT NOT NULL,
+        ok INTEGER NOT NULL,
+        payload BLOB,
+        traceback TEXT,
+        created_at REAL NOT NULL
+    )""",
+]
+
+
 class ControllerDB:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
@@ -289,6 +303,9 @@ class ControllerDB:
         self._conn.execute("PRAGMA foreign_keys=OFF")
         self._conn.execute("PRAGMA cache_size=-65536")
         self._migrate()
+        with self._lock:
+            for statement in OWN_TABLES:
+                self._conn.execute(statement)
 
     @property
     def connection(self) -> sqlite3.Connection:

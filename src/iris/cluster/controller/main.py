@@ -24,6 +24,7 @@ from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller, open_db
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.service import create_app
+from iris.cluster.runtime.private_state import make_private, private_umask
 from iris.rpc.enums import TERMINAL_JOB_STATES
 from iris.rpc.logging_setup import LOG_FORMATS
 from iris.rpc.logging_setup import configure_logging as configure_structured_logging
@@ -109,7 +110,8 @@ def build_controller(
     config: ClusterConfig | None = None,
 ) -> Controller:
     """The controller a command line (and optionally a cluster config file) describes."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    # 0700, every file 0600: the database holds every user's environment and the token secret.
+    make_private(state_dir)
     controller = _build_controller(
         backend=backend,
         state_dir=state_dir,
@@ -278,6 +280,7 @@ def listen_and_state(options: ControllerOptions, config: ClusterConfig | None) -
 
 def run(options: ControllerOptions) -> None:
     """Build the controller the options describe and serve it until SIGTERM/SIGINT."""
+    private_umask()  # the database, its WAL, logs and bundles are created 0600
     configure_logging(options.log_format, options.log_file)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     config = load_cluster_config(options.config) if options.config else None

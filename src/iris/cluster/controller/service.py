@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from iris import __version__
-from iris.cluster.controller import store, views
+from iris.cluster.controller import results, store, views
 from iris.cluster.controller.auth import Principal
 from iris.cluster.controller.backend import dashboard_backend_descriptor
 from iris.cluster.controller.bundles import check_bundle_id
@@ -67,6 +67,8 @@ from iris.rpc.models import (
     SubmitManyRequest,
     SubmitManyResponse,
     SubmitResponse,
+    TaskResult,
+    TaskResults,
     WorkerInfo,
     WorkerList,
     WorkerStatus,
@@ -537,6 +539,23 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             raise NotFound(f"job {job_id} runs a command, not a Python callable")
         payload = base64.b64decode(entrypoint.callable_b64)
         return Response(content=payload, media_type="application/octet-stream")
+
+    @app.get("/api/v1/jobs/{job_path:path}:results", response_model=TaskResults)
+    def job_results(job_path: str) -> Response:
+        """What the job's callable tasks returned or raised (their current attempts'), by task index."""
+        job_id = owned_job(_job_id(job_path))
+        with controller.db.read() as cur:
+            if store.get_job(cur, job_id) is None:
+                raise NotFound(f"job {job_id} does not exist")
+            return model_response(TaskResults(results=results.for_job(cur, job_id)))
+
+    @app.post("/api/v1/tasks/{task_path:path}:result", status_code=204)
+    def post_task_result(task_path: str, body: TaskResult) -> Response:
+        """A callable task's runner posts what its attempt returned (or raised), before it exits."""
+        task_id = owned_task(_job_id(task_path))
+        with controller.db.transaction() as cur:
+            results.save(cur, task_id, body)
+        return Response(status_code=204)
 
     @app.get("/api/v1/jobs/{job_path:path}:events")
     def job_events(job_path: str, limit: int = Query(default=200, ge=1, le=2000)) -> dict[str, object]:

@@ -195,6 +195,10 @@ def delete_job_tree(cur: sqlite3.Cursor, job_id: str) -> None:
         "DELETE FROM attempts WHERE task_id IN (SELECT task_id FROM tasks WHERE job_id = ? OR job_id LIKE ?)",
         (job_id, like),
     )
+    cur.execute(
+        "DELETE FROM task_results WHERE task_id IN (SELECT task_id FROM tasks WHERE job_id = ? OR job_id LIKE ?)",
+        (job_id, like),
+    )
     cur.execute("DELETE FROM tasks WHERE job_id = ? OR job_id LIKE ?", (job_id, like))
     cur.execute("DELETE FROM jobs WHERE job_id = ? OR job_id LIKE ?", (job_id, like))
 

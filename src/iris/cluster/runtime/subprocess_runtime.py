@@ -43,6 +43,7 @@ from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
 from iris.cluster.runtime.pid_records import PidJournal, PidRecord, kill_leftover_trees
 from iris.cluster.runtime.policy import KillReason, LimitView, decide_enforcements, final_outcome
+from iris.cluster.runtime.private_state import TASK_UMASK
 from iris.cluster.runtime.proc_table import (
     ProcTable,
     boot_id,
@@ -684,6 +685,7 @@ class SubprocessRuntime:
             task_dir = f"{self._tasks_path}/{uid}"
             shutil.rmtree(task_dir, ignore_errors=True)
             os.mkdir(task_dir, 0o711)
+            os.chmod(task_dir, 0o711)  # the worker's umask (077) would leave it closed to the task
             work_dir, payload = f"{task_dir}/work", f"{task_dir}/callable.pkl"
             os.mkdir(work_dir, 0o700)
         attempt.work_dir, attempt.payload = work_dir, payload
@@ -762,6 +764,7 @@ class SubprocessRuntime:
             "stdout": out_w,
             "stderr": err_w,
             "start_new_session": True,
+            "umask": TASK_UMASK,  # the usual one; the worker's own (077) keeps its state dir private
             # Popen would join the name to every PATH directory at every start.
             "executable": resolve_executable(argv[0], env.get("PATH", os.defpath)),
         }
