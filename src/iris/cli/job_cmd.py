@@ -217,6 +217,14 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     help="Retries after losing a worker or being preempted.",
 )
 @click.option(
+    "--max-task-failures",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 100_000),
+    help="Tasks that may fail for good before the job fails and its other tasks are killed "
+    "(for sweeps: the rest keep running).",
+)
+@click.option(
     "--timeout",
     type=DURATION,
     metavar="DURATION",
@@ -306,6 +314,7 @@ def job_run(
     replicas: int,
     max_retries: int,
     max_preemptions: int,
+    max_task_failures: int,
     timeout: float | None,
     scheduling_timeout: float | None,
     priority: str,
@@ -376,6 +385,7 @@ def job_run(
         ports=list(ports),
         max_retries_failure=max_retries,
         max_retries_preemption=max_preemptions,
+        max_task_failures=max_task_failures,
         timeout=timeout,
         scheduling_timeout=scheduling_timeout,
         priority=priority,

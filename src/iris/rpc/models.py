@@ -598,6 +598,9 @@ class RunSpec(WireModel):
     # Gang members dispatched together share a generation and know how many they are.
     gang_generation: int | None = None
     gang_size: int | None = None
+    # host:port of the gang's coordinator (on task 0's machine, port chosen by the controller):
+    # the runtime sets the JAX and torch.distributed variables from it (attempt_env.py).
+    gang_coordinator: str | None = None
     user: str = ""
     # The job's image (or the cluster's default): the worker runs the attempt in a container.
     image: str | None = None
