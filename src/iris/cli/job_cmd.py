@@ -222,6 +222,14 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     help="Retries after losing a worker or being preempted.",
 )
 @click.option(
+    "--max-task-failures",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 100_000),
+    help="Tasks that may fail for good before the job fails and its other tasks are killed "
+    "(for sweeps: the rest keep running).",
+)
+@click.option(
     "--timeout",
     type=DURATION,
     metavar="DURATION",
@@ -267,6 +275,19 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     help="Do not package the current directory (by default the task runs in a copy of it).",
 )
 @click.option(
+    "--image",
+    metavar="IMAGE",
+    help="Run each task in this container image (docker CLI on workers, the pod's image on Kubernetes); "
+    "the workspace is its working dir. Default: the cluster's defaults.task_image, else a plain process.",
+)
+@click.option(
+    "--image-pull-policy",
+    type=click.Choice(["if-not-present", "always", "never"]),
+    default="if-not-present",
+    show_default=True,
+    help="When the worker pulls --image: only if missing, every time, or never (a missing image fails the task).",
+)
+@click.option(
     "--pip",
     "pip_packages",
     multiple=True,
@@ -299,6 +320,7 @@ def job_run(
     replicas: int,
     max_retries: int,
     max_preemptions: int,
+    max_task_failures: int,
     timeout: float | None,
     scheduling_timeout: float | None,
     priority: str,
@@ -309,6 +331,8 @@ def job_run(
     raw_output: bool,
     as_json: bool,
     no_workspace: bool,
+    image: str | None,
+    image_pull_policy: str,
     pip_packages: Sequence[str],
     command: Sequence[str],
 ) -> None:
@@ -324,6 +348,7 @@ def job_run(
       iris job run --gpu a100:2 --constraint 'zone in (a,b)' --timeout 2h -- python train.py
       iris job run --tpu v5litepod-16 -- python train_jax.py
       iris job run --replicas 4 --group-by rack --port coord -- python dist.py
+      iris job run --image iris-test/python:3.11 -- python3 train.py
     """
     from iris.client import CoschedulingConfig, Entrypoint, EnvironmentSpec, ResourceSpec
     from iris.cluster.types import JobName
@@ -366,11 +391,14 @@ def job_run(
         ports=list(ports),
         max_retries_failure=max_retries,
         max_retries_preemption=max_preemptions,
+        max_task_failures=max_task_failures,
         timeout=timeout,
         scheduling_timeout=scheduling_timeout,
         priority=priority,
         wait_for_capacity=wait_for_capacity,
         replace=replace,
+        image=image,
+        image_pull_policy=image_pull_policy,
     )
     if pip_packages:
         submit_kwargs["environment"] = EnvironmentSpec(pip_packages=list(pip_packages))

@@ -15,6 +15,7 @@ reconcile and worker health for WORKER; Pod reconciliation for KUBERNETES.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import sqlite3
@@ -156,9 +157,12 @@ class Controller:
         bundle_dir: Path | None = None,
         worker_rpc_key: bytes | None = None,
         log_dir: Path | None = None,
+        default_task_image: str | None = None,
         secrets: SecretStore | None = None,
     ) -> None:
         self._descriptor = descriptor
+        # ``defaults.task_image``: the image of every job that names none (None: plain processes).
+        self.default_task_image = default_task_image
         # Each worker gets its secret derived from this key at registration; the WORKER backend
         # signs every call with it (see create_controller).
         self.worker_rpc_key = worker_rpc_key or new_master_key()
@@ -994,9 +998,15 @@ class Controller:
     def _desired(self, live: Sequence[store.LiveAttempt]) -> list[DesiredAttempt]:
         new_uids = [a.attempt_uid for a in live if a.state is TaskState.ASSIGNED and a.stop_reason is None]
         gangs: dict[str, tuple[int, int]] = {}
+        leaders: dict[tuple[str, int], str] = {}
         if new_uids:
             with self.db.read() as cur:
                 gangs = store.gang_of_attempts(cur, new_uids)
+                if gangs:
+                    by_uid = {a.attempt_uid: a.job_id for a in live}
+                    leaders = store.gang_leader_addresses(
+                        cur, [(by_uid[uid], generation) for uid, (generation, _) in gangs.items()]
+                    )
         desired = []
         for a in live:
             if a.stop_reason is not None or a.state in TERMINAL_TASK_STATES:
@@ -1011,7 +1021,11 @@ class Controller:
                 spec = self._run_spec(a)
                 if a.attempt_uid in gangs:
                     generation, size = gangs[a.attempt_uid]
-                    spec = spec.model_copy(update={"gang_generation": generation, "gang_size": size})
+                    update: dict[str, Any] = {"gang_generation": generation, "gang_size": size}
+                    leader = leaders.get((a.job_id, generation))
+                    if leader is not None:
+                        update["gang_coordinator"] = gang_coordinator(leader, a.job_id, generation)
+                    spec = spec.model_copy(update=update)
                 desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run", spec=spec))
             else:
                 desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run"))
@@ -1149,6 +1163,8 @@ class Controller:
             replicas=spec.replicas,
             coscheduling=spec.coscheduling,
             user=user,
+            image=spec.image or self.default_task_image,
+            image_pull_policy=spec.image_pull_policy,
             secret_env=secret_env,
         )
 
@@ -1159,9 +1175,25 @@ def _asked(group: DesiredGroup, report: GroupReport) -> dict[str, AttemptObserva
     return {o.attempt_uid: o for o in report.observations or () if o.attempt_uid in asked}
 
 
+# The coordinator port of a gang is chosen here, below Linux's ephemeral range (32768-60999, where
+# workers' own --port allocations come from), per job and gang generation: a retried gang gets a
+# new one.
+GANG_PORT_BASE = 20000
+GANG_PORT_SPAN = 10000
+
+
+def gang_coordinator(leader_address: str, job_id: str, generation: int) -> str:
+    """``host:port`` of a gang's coordinator: task 0's worker host, a port derived from the gang."""
+    address = leader_address.split("://", 1)[-1].split("/", 1)[0]
+    host = address.rpartition(":")[0] or address
+    digest = hashlib.sha256(f"{job_id}#{generation}".encode()).digest()
+    port = GANG_PORT_BASE + int.from_bytes(digest[:4], "big") % GANG_PORT_SPAN
+    return f"{host}:{port}"
+
+
 def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
     """A sub-job runs in its parent's world: workspace bundle, environment variables and pip
-    environment carry over unless the child names its own (its own env vars win key by key)."""
+    environment and image carry over unless the child names its own (its own env vars win key by key)."""
     update: dict[str, Any] = {}
     if child.bundle_id is None and parent.bundle_id is not None:
         update["bundle_id"] = parent.bundle_id
@@ -1169,6 +1201,9 @@ def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
         update["env"] = {**parent.env, **child.env}
     if child.environment is None and parent.environment is not None:
         update["environment"] = parent.environment
+    if child.image is None and parent.image is not None:
+        update["image"] = parent.image
+        update["image_pull_policy"] = parent.image_pull_policy
     if not child.secrets and parent.secrets:
         update["secrets"] = parent.secrets
     return child.model_copy(update=update) if update else child

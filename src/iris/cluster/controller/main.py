@@ -174,6 +174,7 @@ def _build_controller(
             else 1.0,
             tick_interval_s=tick_interval_s,
             worker_grace_s=worker_grace_s,
+            default_task_image=config.defaults.task_image if config is not None else None,
         )
     from iris.cluster.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 
@@ -184,6 +185,8 @@ def _build_controller(
         settings["kubeconfig"] = kubeconfig
     if image:
         settings["default_image"] = image
+    elif config is not None and config.defaults.task_image and "default_image" not in settings:
+        settings["default_image"] = config.defaults.task_image
     if not settings.get("kubeconfig"):
         settings["in_cluster"] = True
     k8s_config = KubernetesBackendConfig(**settings)

@@ -578,6 +578,23 @@ def gang_of_attempts(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[s
     return out
 
 
+def gang_leader_addresses(
+    cur: sqlite3.Cursor, gangs: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
+    """(job id, gang generation) -> the address of the worker running that generation's task 0."""
+    out: dict[tuple[str, int], str] = {}
+    for job_id, generation in set(gangs):
+        row = cur.execute(
+            "SELECT w.address FROM tasks t JOIN attempts a ON a.task_id = t.task_id"
+            " JOIN workers w ON w.worker_id = a.worker_id"
+            " WHERE t.job_id = ? AND t.task_index = 0 AND a.gang_generation = ? LIMIT 1",
+            (job_id, generation),
+        ).fetchone()
+        if row is not None:
+            out[(job_id, generation)] = row[0]
+    return out
+
+
 def next_attempt_numbers(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str, int]:
     out = dict.fromkeys(task_ids, 0)
     for r in select_in(
