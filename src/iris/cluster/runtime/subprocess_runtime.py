@@ -478,6 +478,11 @@ class SubprocessRuntime:
                 raise FailedPrecondition(f"attempt {attempt_uid} is not running")
             cwd, env = attempt.work_dir, dict(attempt.env)
             lease = attempt.lease
+            # What `iris job profile` needs: the task's root process and where the worker's own
+            # tools (py-spy, memray) are installed.
+            if attempt.popen is not None and attempt.returncode is None:
+                env["IRIS_TASK_PID"] = str(attempt.popen.pid)
+            env["IRIS_WORKER_BIN"] = os.path.dirname(sys.executable)
         if self._isolation is not None and lease is not None:
             argv = self._isolation.wrap(argv, lease.uid)  # as the task's own uid, never as root
         return run_beside(argv, cwd=cwd, env=env, timeout_s=timeout_s)
