@@ -7,6 +7,7 @@ control loop does every round, until the observations say what it waits for.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,6 +110,25 @@ def test_command_runs_to_success_with_its_logs_and_env(sandbox: Sandbox, backend
         "$$ $(IRIS_JOB_ID)",
     ]
     assert logs.complete
+
+
+def test_the_task_reads_its_job_token_from_its_secret(sandbox: Sandbox, backend: KubernetesBackend) -> None:
+    """The token is a secretKeyRef in the pod spec; the kubelet resolves it from the API server."""
+    uid, task = "5151515151515151", "/alice/token/0"
+    script = "import os; print(os.environ['IRIS_TOKEN'], os.environ['DB_PASSWORD'])"
+    spec = run_spec(
+        uid,
+        task=task,
+        argv=(PY, "-c", script),
+        env={"IRIS_TOKEN": "iris-job.t0k$n"},
+        secret_env={"DB_PASSWORD": "pw"},
+    )
+    done = until(backend, [run(uid, spec)], uid, TaskState.SUCCEEDED)
+    assert done.exit_code == 0
+    logs = backend.read_logs(TaskTarget(attempt_uid=uid), task)
+    assert [line.line for line in logs.lines] == ["iris-job.t0k$n pw"]
+    (pod,) = [p for p in pods(sandbox) if p["metadata"]["annotations"]["iris.task_id"] == task]
+    assert "iris-job.t0k$n" not in json.dumps(pod["spec"])
 
 
 def test_failure_exit_code(sandbox: Sandbox, backend: KubernetesBackend) -> None:
