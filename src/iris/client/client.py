@@ -107,7 +107,7 @@ class IrisClient:
 
         cluster = LocalCluster(workers=workers, **cluster_options)
         cluster.start()
-        client = cls(cluster.url)
+        client = cls(cluster.url, token=cluster.token)
         client._cluster = cluster
         try:
             yield client
@@ -154,6 +154,8 @@ class IrisClient:
         existing_job_policy: Literal["error", "replace", "keep"] = "error",
         replace: bool = False,
         wait_for_capacity: bool = False,
+        image: str | None = None,
+        image_pull_policy: Literal["if-not-present", "always", "never"] = "if-not-present",
         secrets: Sequence[SecretRef | str] = (),
         workspace: str | Path | bool | None = None,
         bundle_id: str | None = None,
@@ -173,6 +175,9 @@ class IrisClient:
         With neither, a job is submitted as ``iris job run`` does: from the current directory
         (``DEFAULT_WORKSPACE``; ``workspace=False`` sends none), and a sub-job runs from its
         parent's bundle.
+
+        ``image`` runs each task in that container image (the workspace is its working dir);
+        ``image_pull_policy`` is ``if-not-present`` (default), ``always`` or ``never``.
         """
         options = {k: v for k, v in locals().items() if k not in ("self", "workspace", "bundle_id")}
         spec = self.build_spec(**options)
@@ -224,6 +229,8 @@ class IrisClient:
         existing_job_policy: Literal["error", "replace", "keep"] = "error",
         replace: bool = False,
         wait_for_capacity: bool = False,
+        image: str | None = None,
+        image_pull_policy: Literal["if-not-present", "always", "never"] = "if-not-present",
         secrets: Sequence[SecretRef | str] = (),
     ) -> JobSpec:
         if entrypoint is None:
@@ -253,6 +260,8 @@ class IrisClient:
             parent_job_id=parent_job_id or self.parent_job_id,
             existing_job_policy="replace" if replace else existing_job_policy,
             wait_for_capacity=wait_for_capacity,
+            image=image,
+            image_pull_policy=image_pull_policy,
             secrets=[parse_secret_ref(s) if isinstance(s, str) else s for s in secrets],
         )
         return spec

@@ -326,6 +326,11 @@ class DefaultsConfig(ConfigModel):
     worker: WorkerDefaults = Field(default_factory=WorkerDefaults)
     """Worker liveness and registration timings."""
 
+    task_image: str | None = Field(
+        default=None, min_length=1, max_length=512, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+    )
+    """Container image of every job that names none (worker daemons run it with the docker CLI; on
+    Kubernetes it is the pods' image). Unset: worker tasks run as plain processes."""
     task_env: dict[str, str] = Field(default_factory=dict)
     """Environment variables every task gets, under its job's own (a job's ``env`` wins key by key)."""
 

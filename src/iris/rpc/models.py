@@ -279,6 +279,9 @@ class EnvironmentSpec(WireModel):
         return _check_env(env)
 
 
+# An image reference as docker accepts it: [registry/]name[:tag][@digest], no spaces or options.
+IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+ImagePullPolicy = Literal["if-not-present", "always", "never"]
 SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,255}$"
 MAX_SECRET_BYTES = 64 * 1024
@@ -324,6 +327,10 @@ class JobSpec(WireModel):
     # Queue the job even when no registered worker and no scale group could ever run it (workers
     # that fit are expected to join); without it such a job is refused at submission.
     wait_for_capacity: bool = False
+    # A container image to run each task in (worker: the docker CLI; Kubernetes: the pod's image).
+    # None: the cluster's default task image, else a plain process on the worker.
+    image: str | None = Field(default=None, min_length=1, max_length=512, pattern=IMAGE_PATTERN)
+    image_pull_policy: ImagePullPolicy = "if-not-present"
     # The user's secrets (by name; never their values) injected into every task's environment.
     secrets: list[SecretRef] = Field(default_factory=list, max_length=64)
 
@@ -381,6 +388,7 @@ class FailureInfo(WireModel):
         "unschedulable",
         "gang_failed",
         "start_failed",
+        "image",
     ]
     summary: str
     exit_code: int | None = None
@@ -594,6 +602,9 @@ class RunSpec(WireModel):
     # the runtime sets the JAX and torch.distributed variables from it (attempt_env.py).
     gang_coordinator: str | None = None
     user: str = ""
+    # The job's image (or the cluster's default): the worker runs the attempt in a container.
+    image: str | None = None
+    image_pull_policy: ImagePullPolicy = "if-not-present"
     # The job's secrets, by environment variable: set in the task's environment and masked
     # (``***``) in its log. Sent to the worker running the attempt only, never shown by any API.
     secret_env: dict[str, str] = Field(default_factory=dict, repr=False)

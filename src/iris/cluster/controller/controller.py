@@ -157,9 +157,12 @@ class Controller:
         bundle_dir: Path | None = None,
         worker_rpc_key: bytes | None = None,
         log_dir: Path | None = None,
+        default_task_image: str | None = None,
         secrets: SecretStore | None = None,
     ) -> None:
         self._descriptor = descriptor
+        # ``defaults.task_image``: the image of every job that names none (None: plain processes).
+        self.default_task_image = default_task_image
         # Each worker gets its secret derived from this key at registration; the WORKER backend
         # signs every call with it (see create_controller).
         self.worker_rpc_key = worker_rpc_key or new_master_key()
@@ -1160,6 +1163,8 @@ class Controller:
             replicas=spec.replicas,
             coscheduling=spec.coscheduling,
             user=user,
+            image=spec.image or self.default_task_image,
+            image_pull_policy=spec.image_pull_policy,
             secret_env=secret_env,
         )
 
@@ -1188,7 +1193,7 @@ def gang_coordinator(leader_address: str, job_id: str, generation: int) -> str:
 
 def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
     """A sub-job runs in its parent's world: workspace bundle, environment variables and pip
-    environment carry over unless the child names its own (its own env vars win key by key)."""
+    environment and image carry over unless the child names its own (its own env vars win key by key)."""
     update: dict[str, Any] = {}
     if child.bundle_id is None and parent.bundle_id is not None:
         update["bundle_id"] = parent.bundle_id
@@ -1196,6 +1201,9 @@ def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
         update["env"] = {**parent.env, **child.env}
     if child.environment is None and parent.environment is not None:
         update["environment"] = parent.environment
+    if child.image is None and parent.image is not None:
+        update["image"] = parent.image
+        update["image_pull_policy"] = parent.image_pull_policy
     if not child.secrets and parent.secrets:
         update["secrets"] = parent.secrets
     return child.model_copy(update=update) if update else child
