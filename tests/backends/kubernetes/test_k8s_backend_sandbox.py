@@ -331,3 +331,30 @@ def test_exec_runs_in_the_task_container_or_fails_clearly(
         assert (result.exit_code, result.stdout) == (0, "hi\n")
     with pytest.raises(NotFound):
         backend.exec(TaskTarget(attempt_uid="dddddddddddddddd"), task, ["true"])
+
+
+def test_job_image_is_the_pod_image_and_a_pull_failure_ends_with_kind_image(sandbox: Sandbox) -> None:
+    from iris.cluster.controller.failure import IMAGE_ERROR_PREFIX
+
+    image = "registry.example/does-not-exist:1"
+    backend = KubernetesBackend(
+        KubernetesBackendConfig(
+            kubeconfig=str(sandbox.kubeconfig_path), namespace=sandbox.namespace, image_pull_grace_s=1.0
+        ),
+        controller_url="http://controller.test:10000",
+        backend_id="sandbox",
+    )
+    try:
+        uid = "6666666666666666"
+        desired = [run(uid, run_spec(uid, task="/alice/img/0", image=image, image_pull_policy="always"))]
+        failed = until(backend, desired, uid, TaskState.FAILED)
+        assert failed.error is not None and failed.error.startswith(
+            f"{IMAGE_ERROR_PREFIX}{image} could not be pulled"
+        )
+        [pod] = [p for p in pods(sandbox) if p["metadata"]["name"] == pod_name("/alice/img/0", uid)]
+        container = pod["spec"]["containers"][0]
+        assert (container["image"], container["imagePullPolicy"]) == (image, "Always")
+        # The controller stops wanting the attempt: its pod (still pulling) is deleted.
+        wait_for(lambda: backend.reconcile([]) is not None and not pods(sandbox), what="the pod deleted")
+    finally:
+        backend.close()

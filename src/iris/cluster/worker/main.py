@@ -16,6 +16,7 @@ from pathlib import Path
 import uvicorn
 
 from iris.cluster.runtime import SubprocessRuntime
+from iris.cluster.runtime.container import ContainerTaskRuntime
 from iris.cluster.runtime.isolation import Isolation, probe, reexec_with_private_proc
 from iris.cluster.runtime.private_state import make_private, private_umask
 from iris.cluster.worker.config import (
@@ -211,7 +212,14 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         ),
         isolation=isolation,
         devices=DeviceBroker(inventory) if inventory is not None else None,
+        containers=ContainerTaskRuntime(
+            worker_id,
+            cli=config.container_cli,
+            device_dir=str(config.device_dir) if config.device_dir else "/dev",
+        ),
     )
+    if runtime.containers_removed:
+        logger.warning("removed %d containers left by a previous run", len(runtime.containers_removed))
     if runtime.leftovers_killed:
         logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))
     usage = UsageSampler(runtime.live_processes)

@@ -121,6 +121,10 @@ class PodSpecError(ValueError):
     """The attempt cannot be expressed as a Pod; retrying the same spec cannot help."""
 
 
+# The job's image_pull_policy as Kubernetes spells it.
+PULL_POLICIES = {"if-not-present": "IfNotPresent", "always": "Always", "never": "Never"}
+
+
 def build_pod(
     spec: RunSpec,
     config: KubernetesBackendConfig,
@@ -188,10 +192,11 @@ def build_pod(
 
     container: dict[str, Any] = {
         "name": TASK_CONTAINER,
-        "image": config.default_image,
+        "image": spec.image or config.default_image,
         "command": [escape_expansion(arg) for arg in container_command(spec)],
         "env": env_entries(task_env(spec, controller_url), secret_name, secret_keys(spec)),
         "resources": container_resources(spec, config),
+        **({"imagePullPolicy": PULL_POLICIES[spec.image_pull_policy]} if spec.image else {}),
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
