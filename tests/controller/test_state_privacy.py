@@ -63,7 +63,9 @@ def test_a_running_cluster_keeps_its_state_private(tmp_path: Path) -> None:
     workspace.mkdir()
     (workspace / "main.py").write_text("print('hello from the bundle')\n")
     with LocalCluster(workers=1, state_dir=state) as cluster, IrisClient(cluster.url) as client:
-        job = client.submit(Entrypoint.from_command("python3", "main.py"), name="private", workspace=workspace)
+        job = client.submit(
+            Entrypoint.from_command("python3", "main.py"), name="private", workspace=workspace
+        )
         assert job.wait(timeout=120).state.value == "SUCCEEDED"
         # The database, its WAL/SHM, the log store and the bundle exist now: all private.
         assert list(controller_dir.glob("controller.sqlite3*")), list(controller_dir.iterdir())

@@ -129,6 +129,11 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     type=click.IntRange(1, 64),
     help="With --local: worker daemons to start.",
 )
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="With --local: do not protect the embedded cluster with a one-time token.",
+)
 @click.option("--name", help="Job name (default: derived from the command).")
 @click.option("--cpu", default="1", show_default=True, help="CPU per task (cores: 1, 0.5 or 500m).")
 @click.option(
@@ -296,6 +301,7 @@ def job_run(
     ctx: click.Context,
     local: bool,
     workers: int,
+    no_auth: bool,
     name: str | None,
     cpu: str,
     memory: int,
@@ -423,7 +429,11 @@ def job_run(
 
         share_cpu, share_memory = machine_share(workers)
         with IrisClient.local(
-            workers=workers, port=0, worker_cpu=share_cpu, worker_memory=share_memory
+            workers=workers,
+            port=0,
+            worker_cpu=share_cpu,
+            worker_memory=share_memory,
+            one_time_token=not no_auth,
         ) as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, request, no_wait=False, as_json=as_json, detach_ok=False,

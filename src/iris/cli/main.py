@@ -98,6 +98,7 @@ def cli(ctx: click.Context, controller: str | None) -> None:
     lazy={
         **{name: f"iris.cli.job_cmd:job_{name}" for name in ("run", "list", "status", "exec", "ps", "stop")},
         **{name: f"iris.cli.logs_cmd:job_{name}" for name in ("logs", "summary", "wait")},
+        "profile": "iris.cli.profile_cmd:job_profile",
     },
 )
 def job() -> None:

@@ -107,7 +107,7 @@ class IrisClient:
 
         cluster = LocalCluster(workers=workers, **cluster_options)
         cluster.start()
-        client = cls(cluster.url)
+        client = cls(cluster.url, token=cluster.token)
         client._cluster = cluster
         try:
             yield client

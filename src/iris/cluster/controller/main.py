@@ -148,7 +148,9 @@ def _build_controller(
     config: ClusterConfig | None,
 ) -> Controller:
     db = open_db(state_dir)
-    auth = _authenticator(db, config) if config is not None else None
+    configured = config.auth.tokens if config is not None else []
+    tokens = [StaticToken(t.token, t.role, t.user) for t in configured] or _local_tokens()
+    auth = _authenticator(db, tokens) if config is not None or tokens else None
     if backend in ("worker", BackendKind.WORKER.value):
         backend_id, display_name = "local-workers", "Iris workers"
         if config is not None:
@@ -199,16 +201,31 @@ def _build_controller(
     )
 
 
-def _authenticator(db: ControllerDB, config: ClusterConfig) -> Authenticator:
-    """The config's tokens, and a signing secret for job tokens that survives restarts."""
-    if not config.auth.tokens:
+# A local cluster's one-time tokens (``iris cluster start --local``): an admin token for the user
+# who started it (printed in the dashboard URL) and one for its workers. Taken out of the
+# environment at once, so nothing the controller starts inherits them.
+LOCAL_TOKEN_ENV = "IRIS_CONTROLLER_LOCAL_TOKEN"
+LOCAL_USER_ENV = "IRIS_CONTROLLER_LOCAL_USER"
+LOCAL_WORKER_TOKEN_ENV = "IRIS_CONTROLLER_LOCAL_WORKER_TOKEN"
+
+
+def _local_tokens() -> list[StaticToken]:
+    admin = os.environ.pop(LOCAL_TOKEN_ENV, "")
+    user = os.environ.pop(LOCAL_USER_ENV, "") or None
+    worker = os.environ.pop(LOCAL_WORKER_TOKEN_ENV, "")
+    tokens = [StaticToken(admin, "admin", user)] if admin else []
+    return tokens + ([StaticToken(worker, "worker")] if worker else [])
+
+
+def _authenticator(db: ControllerDB, tokens: list[StaticToken]) -> Authenticator:
+    """These tokens, and a signing secret for job tokens that survives restarts."""
+    if not tokens:
         return Authenticator()
     with db.transaction() as cur:
         secret = store.meta_value(cur, "auth_secret")
         if secret is None:
             secret = secrets.token_hex(32)
             store.set_meta_value(cur, "auth_secret", secret)
-    tokens = [StaticToken(t.token, t.role, t.user) for t in config.auth.tokens]
 
     def job_run(job_id: str) -> JobRun | None:
         """The job's current run (a job token works only for its own run, until it finishes)."""

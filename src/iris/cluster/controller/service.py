@@ -28,6 +28,7 @@ from iris.cluster.controller.auth import Principal
 from iris.cluster.controller.backend import dashboard_backend_descriptor
 from iris.cluster.controller.bundles import check_bundle_id
 from iris.cluster.controller.controller import Controller
+from iris.cluster.controller.cross_site import CrossSiteGuard
 from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.log_routes import add_log_routes, attach_failures
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
@@ -152,6 +153,12 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             await self.inner(scope, receive, send)
 
     app.add_middleware(_Authenticate)
+    # No tokens: only JSON writes and our own host names (a web page cannot drive the controller).
+    app.add_middleware(
+        CrossSiteGuard,
+        enabled=lambda: not controller.auth.enabled,
+        url=lambda: getattr(controller, "controller_url", "") or "",
+    )
     app.add_middleware(HttpGuard)  # outermost: bounds every body before anything reads it
 
     def who() -> Principal:

@@ -512,6 +512,11 @@ class SubprocessRuntime:
                 raise FailedPrecondition(f"attempt {attempt_uid} is not running")
             cwd, env = attempt.work_dir, dict(attempt.env)
             lease = attempt.lease
+            # What `iris job profile` needs: the task's root process and where the worker's own
+            # tools (py-spy, memray) are installed.
+            if attempt.popen is not None and attempt.returncode is None:
+                env["IRIS_TASK_PID"] = str(attempt.popen.pid)
+            env["IRIS_WORKER_BIN"] = os.path.dirname(sys.executable)
             runtime = attempt.runtime
         if runtime is not None:
             return run_beside(runtime.exec_argv(attempt_uid, argv), cwd=cwd, env=env, timeout_s=timeout_s)
