@@ -695,16 +695,12 @@ class SubprocessRuntime:
             os.mkdir(work_dir, 0o700)
         attempt.work_dir, attempt.payload = work_dir, payload
         try:
-            attempt.log = AttemptLogWriter(
-                attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks
-            )
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks)
         except FileExistsError:  # the log of its run before a worker restart: this run starts afresh
             remove_log(attempt.log_path)
             with self._lock:
                 self._line_indexes.pop(uid, None)
-            attempt.log = AttemptLogWriter(
-                attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks
-            )
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks)
         with self._lock:
             self._small_logs.pop(uid, None)  # an earlier run's (a re-dispatch after retention forgot it)
             self._changed_locked(uid)
