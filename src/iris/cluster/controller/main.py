@@ -130,6 +130,7 @@ def build_controller(
         controller.logs.max_total_bytes = config.logs.max_total_size
         controller.task_env = dict(config.defaults.task_env)
         controller.forward_env = list(config.forward_env)
+        controller.budgets.set_defaults(config.user_budgets)
         worker_defaults = config.defaults.worker
         controller.drain_grace_s = worker_defaults.drain_grace_s
         controller.quarantine.threshold = worker_defaults.quarantine_failures

@@ -70,6 +70,9 @@ from iris.rpc.models import (
     SubmitResponse,
     TaskResult,
     TaskResults,
+    UserBudget,
+    UserBudgetInfo,
+    UserBudgetList,
     WorkerInfo,
     WorkerList,
     WorkerStatus,
@@ -318,6 +321,37 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
             raise NotFound(f"{owner} has no secret named {name}")
         return Response(status_code=204)
 
+    # ---- per-user budgets (the scheduler's first gate): anyone reads, admins change
+
+    @app.get("/api/v1/budgets", response_model=UserBudgetList)
+    def list_budgets() -> UserBudgetList:
+        who().may_use_jobs()
+        return UserBudgetList(budgets=controller.budgets.list())
+
+    @app.get("/api/v1/budgets/{user}", response_model=UserBudgetInfo)
+    def get_budget(user: str) -> UserBudgetInfo:
+        who().may_use_jobs()
+        found = controller.budgets.get(user)
+        if found is None:
+            raise NotFound(f"{user} has no budget: their work is limited by the cluster's capacity only")
+        return found
+
+    def budget_admin() -> None:
+        if not who().is_admin:
+            raise PermissionDenied("only an admin may change user budgets")
+
+    @app.put("/api/v1/budgets/{user}", response_model=UserBudgetInfo)
+    def put_budget(user: str, budget: UserBudget) -> UserBudgetInfo:
+        budget_admin()
+        return controller.set_budget(user, budget)
+
+    @app.delete("/api/v1/budgets/{user}", status_code=204)
+    def delete_budget(user: str) -> Response:
+        budget_admin()
+        if not controller.remove_budget(user):
+            raise NotFound(f"{user} has no budget set by iris user budget set")
+        return Response(status_code=204)
+
     @app.get("/api/v1/stats")
     def stats() -> dict[str, object]:
         return {
@@ -451,7 +485,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         spec = as_caller(spec)
         if spec.parent_job_id:
             owned_job(spec.parent_job_id)
-        return model_response(SubmitResponse(job_id=controller.submit(spec, user=spec.user)))
+        job_id = controller.submit(spec, user=spec.user, admin=who().is_admin)
+        return model_response(SubmitResponse(job_id=job_id))
 
     @app.post("/api/v1/jobs:batch", response_model=SubmitManyResponse)
     def submit_many(request: SubmitManyRequest) -> Response:
@@ -460,7 +495,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         specs = [as_caller(spec) for spec in request.jobs]
         for parent in {spec.parent_job_id for spec in specs if spec.parent_job_id}:
             owned_job(parent)
-        return model_response(SubmitManyResponse(job_ids=controller.submit_many(specs)))
+        job_ids = controller.submit_many(specs, admin=who().is_admin)
+        return model_response(SubmitManyResponse(job_ids=job_ids))
 
     def as_caller(spec: JobSpec) -> JobSpec:
         """A user's job is always submitted as that user, whatever the spec says."""

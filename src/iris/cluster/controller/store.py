@@ -813,6 +813,7 @@ class AttemptUsage:
     priority: PriorityBand
     group_by: str | None
     resources: Resources
+    user: str = ""
 
 
 @dataclass(frozen=True)
@@ -936,9 +937,10 @@ def worker_usage(cur: sqlite3.Cursor) -> list[AttemptUsage]:
             priority=_BAND[r["priority"]],
             group_by=r["group_by"],
             resources=_resources(r),
+            user=r["user"],
         )
         for r in cur.execute(
-            "SELECT a.worker_id, a.task_id, a.state, a.stop_reason, a.started_at, t.job_id, j.priority, j.group_by,"
+            "SELECT a.worker_id, a.task_id, a.state, a.stop_reason, a.started_at, t.job_id, j.user, j.priority, j.group_by,"
             " j.cpu_millicores, j.memory_bytes, j.disk_bytes, j.device_type, j.device_variant, j.device_count"
             " FROM attempts a JOIN tasks t ON t.task_id = a.task_id JOIN jobs j ON j.job_id = t.job_id"
             " WHERE a.released = 0 AND a.worker_id IS NOT NULL"
