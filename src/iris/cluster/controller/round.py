@@ -44,7 +44,7 @@ from iris.cluster.controller.scheduler import (
 )
 from iris.cluster.controller.scheduler.gates import Budget
 from iris.cluster.controller.scheduler.queue import PassScope
-from iris.cluster.controller.store import (
+from iris.cluster.controller.snapshots import (
     AttemptUsage,
     JobRollup,
     JobSnapshot,

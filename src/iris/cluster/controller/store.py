@@ -16,7 +16,7 @@ import secrets
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from iris.cluster.controller.effects import (
     Applied,
@@ -32,10 +32,21 @@ from iris.cluster.controller.effects import (
     UpsertWorker,
 )
 from iris.cluster.controller.scheduler.model import Resources
+from iris.cluster.controller.snapshots import (
+    AttemptUsage,
+    Fleet,
+    JobRollup,
+    JobRow,
+    JobSnapshot,
+    ObservationSnapshot,
+    PendingTask,
+    RoundSnapshot,
+    WorkerRow,
+)
 from iris.cluster.controller.task_state import AttemptSnapshot, TaskSnapshot
 from iris.cluster.controller.transitions import edge_allowed
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, PriorityBand, StopReason, TaskState
-from iris.rpc.models import EndpointInfo, JobSpec, RegisterRequest, ResourceSpec, WorkerHealth
+from iris.rpc.models import EndpointInfo, RegisterRequest, ResourceSpec, WorkerHealth
 
 log = logging.getLogger("iris.controller.store")
 
@@ -45,46 +56,6 @@ _TASK_STATE: dict[str, TaskState] = {s.value: s for s in TaskState}
 _JOB_STATE: dict[str, JobState] = {s.value: s for s in JobState}
 _BAND: dict[str, PriorityBand] = {b.value: b for b in PriorityBand}
 _STOP_REASON: dict[str | None, StopReason | None] = {None: None, "": None, **{r.value: r for r in StopReason}}
-
-
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    job_id: str
-    name: str
-    user: str
-    parent_job_id: str | None
-    root_job_id: str
-    depth: int
-    state: JobState
-    priority: PriorityBand
-    replicas: int
-    spec_json: str
-    submitted_at: float
-    root_submitted_at: float
-    started_at: float | None
-    finished_at: float | None
-    scheduling_deadline: float | None
-    error: str | None
-    exit_code: int | None
-    pending_reason: str | None
-    run_uid: str = ""  # this run of the job id (a --replace starts a new one)
-
-    @property
-    def spec(self) -> JobSpec:
-        return JobSpec.model_validate_json(self.spec_json)
-
-
-@dataclass(frozen=True, slots=True)
-class WorkerRow:
-    worker_id: str
-    address: str
-    capacity: ResourceSpec
-    attributes: dict[str, str]
-    slice_id: str | None
-    scale_group: str | None
-    registered_at: float
-    last_contact_at: float | None
-    health: WorkerHealth | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -772,70 +743,6 @@ def set_meta_value(cur: sqlite3.Cursor, key: str, value: str) -> None:
 # ---------------------------------------------------------------- round snapshots
 
 
-@dataclass(frozen=True, slots=True)
-class PendingTask:
-    task_id: str
-    job_id: str
-    version: int
-    pending_reason: str | None
-    user: str
-    priority: PriorityBand
-    depth: int
-    root_submitted_at: float
-    submitted_at: float
-    group_by: str | None
-    resources: Resources
-    spec_json: str
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptUsage:
-    """One unreleased attempt on a worker: what it holds there and whether it still runs."""
-
-    worker_id: str
-    task_id: str
-    job_id: str
-    state: TaskState
-    stop_reason: StopReason | None
-    started_at: float | None
-    priority: PriorityBand
-    group_by: str | None
-    resources: Resources
-    user: str = ""
-
-
-@dataclass(frozen=True)
-class RoundSnapshot:
-    pending: list[PendingTask] = field(default_factory=list)
-    workers: list[WorkerRow] = field(default_factory=list)
-    usage: list[AttemptUsage] = field(default_factory=list)
-    # Gang jobs with pending members whose earlier members are still stopping.
-    stopping_gangs: frozenset[str] = frozenset()
-    # RUNNING tasks past their job's execution timeout, with their current attempt.
-    timed_out: list[tuple[TaskSnapshot, AttemptSnapshot | None]] = field(default_factory=list)
-    # Waiting tasks past their job's scheduling deadline, with their attempt and pending reason.
-    expired: list[tuple[TaskSnapshot, AttemptSnapshot | None, str | None]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ObservationSnapshot:
-    """The attempts observed (with their workers) and their tasks, as the kernel folds them."""
-
-    attempts: Mapping[str, AttemptSnapshot]
-    tasks: Mapping[str, TaskSnapshot]
-
-
-@dataclass(frozen=True)
-class JobSnapshot:
-    """A job with all its tasks and their current attempts: what a roll-up or a kill decides from."""
-
-    job: JobRow
-    tasks: tuple[TaskSnapshot, ...]
-    attempts: Mapping[str, AttemptSnapshot]
-    max_task_failures: int
-    coscheduled: bool
-
-
 def _resources(row: sqlite3.Row) -> Resources:
     return Resources(
         cpu_millicores=row["cpu_millicores"],
@@ -936,14 +843,6 @@ def worker_usage(cur: sqlite3.Cursor) -> list[AttemptUsage]:
     ]
 
 
-@dataclass(frozen=True, slots=True)
-class Fleet:
-    """The workers and what their unreleased attempts hold: what a pass places against."""
-
-    workers: list[WorkerRow]
-    usage: list[AttemptUsage]
-
-
 def fleet(cur: sqlite3.Cursor) -> Fleet:
     return Fleet(list_workers(cur), worker_usage(cur))
 
@@ -1021,19 +920,6 @@ def observation_snapshot(cur: sqlite3.Cursor, attempt_uids: Iterable[str]) -> Ob
 def worker_snapshot(cur: sqlite3.Cursor, worker_id: str) -> ObservationSnapshot:
     """The worker's unreleased attempts and their tasks (what reaping it must settle)."""
     return observation_snapshot(cur, [a.attempt_uid for a in unreleased_attempts(cur, [worker_id])])
-
-
-@dataclass(frozen=True)
-class JobRollup:
-    """A live job and the histogram of its tasks' states: enough to roll most jobs up."""
-
-    job: JobRow
-    counts: Mapping[TaskState, int]
-    max_task_failures: int
-    coscheduled: bool
-    # The earliest start of its tasks, read only for a job never seen running whose tasks all
-    # succeeded (quick tasks may never be seen RUNNING): the roll-up ends it with that start.
-    first_task_start: float | None = None
 
 
 def _job_meta(spec_json: str) -> tuple[int, bool]:
