@@ -335,9 +335,6 @@ class LogIndex:
             self._conn.executemany("DELETE FROM log_inline WHERE attempt_uid = ?", uids)
             self._conn.executemany("DELETE FROM attempt_usage WHERE attempt_uid = ?", uids)
 
-    def set_usage(self, attempt_uid: str, usage: AttemptUsage, now: float) -> None:
-        self.write(IndexWrites(usages=[(attempt_uid, usage)], now=now))
-
     def usage_of(self, attempt_uids: Sequence[str]) -> dict[str, AttemptUsage]:
         out: dict[str, AttemptUsage] = {}
         with self._lock:

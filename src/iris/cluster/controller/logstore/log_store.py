@@ -384,9 +384,6 @@ class LogStore:
         with self._changed:
             self._changed.wait(timeout)
 
-    def record_usage(self, attempt_uid: str, usage: AttemptUsage) -> None:
-        self.index.set_usage(attempt_uid, usage, self.clock())
-
     # ------------------------------------------------------------------ reading
 
     def segment(self, attempt_uid: str) -> LogData:
