@@ -109,3 +109,24 @@ def test_ctrl_c_while_following_logs_exits_130(cluster: LocalCluster, workdir: P
         if proc.poll() is None:
             proc.kill()
         run_iris(cluster, workdir, "job", "stop", "ticker")
+
+
+def test_wide_listing_cuts_free_text_never_ids_or_states(cluster: LocalCluster, workdir: Path) -> None:
+    name = "a-job-name-long-enough-to-need-its-column"
+    reason = "ValueError: " + "a reason that goes on " * 6
+    run = run_iris(
+        cluster, workdir, "job", "run", "--name", name, "--", "sh", "-c", f"echo '{reason}' >&2; exit 2"
+    )
+    assert run.returncode == 2, run.stderr
+    listing = subprocess.run(
+        [*IRIS, "job", "list", "-o", "wide", "--name", name],
+        capture_output=True,
+        text=True,
+        cwd=workdir,
+        env=iris_env(cluster, COLUMNS="110"),
+        timeout=60,
+    )
+    assert listing.returncode == 0, listing.stderr
+    row = next(line for line in listing.stdout.splitlines() if name in line)
+    assert f"/{name}  FAILED  " in row and len(row.rstrip()) <= 110, listing.stdout
+    assert "…" in row, "the free-text columns (reason, command) give way"
