@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 from tests.cli.helpers import IRIS, LineReader
@@ -19,8 +20,17 @@ from iris.rpc.enums import WorkerStatus
 
 
 class Started:
-    def __init__(self, proc: subprocess.Popen[str], out: LineReader, err: LineReader, url: str) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[str],
+        out: LineReader,
+        err: LineReader,
+        url: str,
+        dashboard: str,
+        token: str,
+    ) -> None:
         self.proc, self.out, self.err, self.url = proc, out, err, url
+        self.dashboard, self.token = dashboard, token
 
     def child(self, marker: str) -> psutil.Process:
         for p in psutil.Process(self.proc.pid).children(recursive=True):
@@ -39,9 +49,11 @@ def started(tmp_path: Path) -> Iterator[Started]:
     assert proc.stdout is not None and proc.stderr is not None
     out, err = LineReader(proc.stdout), LineReader(proc.stderr)
     url = out.wait_for("controller: ", timeout=180).split("controller: ")[1].strip()
+    dashboard = out.wait_for("dashboard: ", timeout=180).split("dashboard: ")[1].strip()
+    token = out.wait_for("export IRIS_TOKEN=", timeout=180).split("IRIS_TOKEN=")[1].strip()
     out.wait_for("Press Ctrl-C to stop.", timeout=180)
     try:
-        yield Started(proc, out, err, url)
+        yield Started(proc, out, err, url, dashboard, token)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
@@ -52,8 +64,18 @@ def started(tmp_path: Path) -> Iterator[Started]:
                 proc.wait()
 
 
+def test_the_cluster_needs_its_one_time_token(started: Started) -> None:
+    assert started.dashboard == f"{started.url}/?token={started.token}" and len(started.token) >= 24
+    with httpx.Client(base_url=started.url, timeout=30) as http:
+        refused = http.get("/api/v1/jobs")
+        assert refused.status_code == 401 and "needs a token" in refused.json()["error"]["message"]
+        allowed = http.get("/api/v1/jobs", headers={"Authorization": f"Bearer {started.token}"})
+        assert allowed.status_code == 200
+        assert http.get(started.dashboard).status_code == 200  # the page itself loads, then sends it
+
+
 def test_workers_split_the_machine(started: Started) -> None:
-    with IrisClient(started.url) as client:
+    with IrisClient(started.url, token=started.token) as client:
         workers = client.workers().workers
     assert len(workers) == 2
     cpus = (os.cpu_count() or 1) * 1000
@@ -70,7 +92,7 @@ def test_a_killed_worker_is_restarted_and_the_cluster_keeps_running(started: Sta
     started.err.wait_for("worker-0 exited with code -9; restarting it in 1s", timeout=180)
     started.err.wait_for("worker-0 restarted", timeout=180)
     assert started.proc.poll() is None, "the cluster keeps running"
-    with IrisClient(started.url) as client:
+    with IrisClient(started.url, token=started.token) as client:
 
         def both_healthy() -> bool:
             ws = client.workers().workers

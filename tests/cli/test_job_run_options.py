@@ -48,6 +48,7 @@ def test_every_option_reaches_the_spec(cluster: LocalCluster, workdir: Path) -> 
         "--scheduling-timeout", "90s",
         "--replicas", "2",
         "--group-by", "rack",
+        "--max-task-failures", "3",
     )["spec"]  # fmt: skip
     assert [c["op"] for c in spec["constraints"]] == ["IN", "NOT_EXISTS", "EXISTS"]
     assert spec["preferences"] == [{"key": "zone", "op": "EQ", "value": "europe-west4-a", "values": []}]
@@ -55,6 +56,7 @@ def test_every_option_reaches_the_spec(cluster: LocalCluster, workdir: Path) -> 
     assert spec["resources"]["memory_bytes"] == 256 * 1000**2
     assert spec["timeout_s"] == 3600 and spec["scheduling_timeout_s"] == 90
     assert spec["coscheduling"] == {"group_by": "rack"}
+    assert spec["max_task_failures"] == 3
 
 
 def test_gpu_and_device_flags_become_the_device_request(cluster: LocalCluster, workdir: Path) -> None:

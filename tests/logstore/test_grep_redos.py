@@ -46,6 +46,7 @@ def test_hostile_grep_returns_fast_and_health_answers_meanwhile(cluster: LocalCl
         job = client.submit(
             Entrypoint.from_command("python3", "-c", f"print(('a' * 40 + '!\\n') * {LINES}, end='')"),
             name="aaaa",
+            workspace=False,
         )
         job.wait(timeout=120)
     job_id = job.job_id.lstrip("/")

@@ -31,6 +31,7 @@ from iris.cli.output import (
 )
 from iris.cli.params import SIZE_MB
 from iris.cli.progress import stop_signals_interrupt
+from iris.cluster.controller.state_lock import holder_of, in_use_message
 
 
 def _counts_line(label: str, counts: dict[str, int]) -> Text:
@@ -95,6 +96,12 @@ def cluster() -> None:
 @click.option(
     "--queue", default="iris", show_default=True, help="With --kubeconfig: the Kueue LocalQueue of task pods."
 )
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="Do not require the one-time token (any local user, and any web page through the API's "
+    "JSON-only, own-host-only checks, can then reach the cluster).",
+)
 def cluster_start(
     local: bool,
     workers: int | None,
@@ -107,8 +114,13 @@ def cluster_start(
     kubeconfig: Path | None,
     namespace: str,
     queue: str,
+    no_auth: bool,
 ) -> None:
     """Run a controller plus N worker daemons in the foreground; Ctrl-C stops them all.
+
+    The controller requires a one-time token, printed in the dashboard's URL
+    (http://127.0.0.1:PORT/?token=...) and as IRIS_TOKEN for the CLI; --no-auth turns that off.
+    A --config decides auth itself (its tokens, or none); --backend kubernetes has no token.
 
     The workers share this machine's cpus and memory (unless --worker-cpu/--worker-memory say
     otherwise). A worker that exits is reported and started again (after 1s, doubling up to 60s
@@ -156,10 +168,14 @@ def cluster_start(
         worker_cpu = worker_cpu or share_cpu
         worker_memory = worker_memory or share_memory
     listen_port = 10000 if port is None else port
+    cluster_dir = state_dir or Path.home() / ".iris" / "local"
+    holder = holder_of(Path(cluster_dir) / "controller")
+    if holder is not None:
+        raise CliError(in_use_message(Path(cluster_dir).expanduser() / "controller", holder))
     _check_port_free("127.0.0.1", listen_port)
     lc = LocalCluster(
         workers=num_workers,
-        state_dir=state_dir or Path.home() / ".iris" / "local",
+        state_dir=cluster_dir,
         port=listen_port,
         backend=backend,
         worker_cpu=worker_cpu,
@@ -170,13 +186,16 @@ def cluster_start(
         kubeconfig=kubeconfig,
         namespace=namespace,
         local_queue=queue,
+        # A --config says itself whether there is auth (its autoscaled workers use its tokens);
+        # a Kubernetes backend's pods are configured by their cluster.
+        one_time_token=not no_auth and config_path is None and backend == "worker",
     )
     _install_sigterm()
     try:
         lc.start()
         console.print(line(("Iris local cluster", "bold"), f" ({backend} backend) is up"))
         console.print(f"  controller: {lc.url}")
-        console.print(f"  dashboard:  {lc.url}/")
+        console.print(f"  dashboard:  {lc.dashboard_url}")
         if backend == "worker":
             console.print(
                 f"  workers:    {lc.num_workers}"
@@ -188,7 +207,10 @@ def cluster_start(
                 f"     kubectl --kubeconfig {lc.ready_info['kubeconfig']} get pods -l iris.managed=true"
             )
         console.print(f"  logs:       {lc.state_dir / 'logs'}")
-        console.print(f"\n  export IRIS_CONTROLLER_URL={lc.url}\n\nPress Ctrl-C to stop.")
+        exports = f"  export IRIS_CONTROLLER_URL={lc.url}"
+        if lc.token is not None and token is None:  # the one-time token: the CLI needs it too
+            exports += f"\n  export IRIS_TOKEN={lc.token}"
+        console.print(f"\n{exports}\n\nPress Ctrl-C to stop.")
         sys.stdout.flush()
         code = _supervise(lc)
     except KeyboardInterrupt:

@@ -129,6 +129,11 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     type=click.IntRange(1, 64),
     help="With --local: worker daemons to start.",
 )
+@click.option(
+    "--no-auth",
+    is_flag=True,
+    help="With --local: do not protect the embedded cluster with a one-time token.",
+)
 @click.option("--name", help="Job name (default: derived from the command).")
 @click.option("--cpu", default="1", show_default=True, help="CPU per task (cores: 1, 0.5 or 500m).")
 @click.option(
@@ -217,6 +222,14 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     help="Retries after losing a worker or being preempted.",
 )
 @click.option(
+    "--max-task-failures",
+    default=0,
+    show_default=True,
+    type=click.IntRange(0, 100_000),
+    help="Tasks that may fail for good before the job fails and its other tasks are killed "
+    "(for sweeps: the rest keep running).",
+)
+@click.option(
     "--timeout",
     type=DURATION,
     metavar="DURATION",
@@ -262,6 +275,19 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     help="Do not package the current directory (by default the task runs in a copy of it).",
 )
 @click.option(
+    "--image",
+    metavar="IMAGE",
+    help="Run each task in this container image (docker CLI on workers, the pod's image on Kubernetes); "
+    "the workspace is its working dir. Default: the cluster's defaults.task_image, else a plain process.",
+)
+@click.option(
+    "--image-pull-policy",
+    type=click.Choice(["if-not-present", "always", "never"]),
+    default="if-not-present",
+    show_default=True,
+    help="When the worker pulls --image: only if missing, every time, or never (a missing image fails the task).",
+)
+@click.option(
     "--pip",
     "pip_packages",
     multiple=True,
@@ -275,6 +301,7 @@ def job_run(
     ctx: click.Context,
     local: bool,
     workers: int,
+    no_auth: bool,
     name: str | None,
     cpu: str,
     memory: int,
@@ -293,6 +320,7 @@ def job_run(
     replicas: int,
     max_retries: int,
     max_preemptions: int,
+    max_task_failures: int,
     timeout: float | None,
     scheduling_timeout: float | None,
     priority: str,
@@ -303,6 +331,8 @@ def job_run(
     raw_output: bool,
     as_json: bool,
     no_workspace: bool,
+    image: str | None,
+    image_pull_policy: str,
     pip_packages: Sequence[str],
     command: Sequence[str],
 ) -> None:
@@ -318,6 +348,7 @@ def job_run(
       iris job run --gpu a100:2 --constraint 'zone in (a,b)' --timeout 2h -- python train.py
       iris job run --tpu v5litepod-16 -- python train_jax.py
       iris job run --replicas 4 --group-by rack --port coord -- python dist.py
+      iris job run --image iris-test/python:3.11 -- python3 train.py
     """
     from iris.client import CoschedulingConfig, Entrypoint, EnvironmentSpec, ResourceSpec
     from iris.cluster.types import JobName
@@ -360,11 +391,14 @@ def job_run(
         ports=list(ports),
         max_retries_failure=max_retries,
         max_retries_preemption=max_preemptions,
+        max_task_failures=max_task_failures,
         timeout=timeout,
         scheduling_timeout=scheduling_timeout,
         priority=priority,
         wait_for_capacity=wait_for_capacity,
         replace=replace,
+        image=image,
+        image_pull_policy=image_pull_policy,
     )
     if pip_packages:
         submit_kwargs["environment"] = EnvironmentSpec(pip_packages=list(pip_packages))
@@ -395,7 +429,11 @@ def job_run(
 
         share_cpu, share_memory = machine_share(workers)
         with IrisClient.local(
-            workers=workers, port=0, worker_cpu=share_cpu, worker_memory=share_memory
+            workers=workers,
+            port=0,
+            worker_cpu=share_cpu,
+            worker_memory=share_memory,
+            one_time_token=not no_auth,
         ) as client:
             code = _run_and_follow(
                 client, entrypoint, submit_kwargs, request, no_wait=False, as_json=as_json, detach_ok=False,

@@ -35,6 +35,9 @@ from iris.rpc.models import (
     SubmitManyRequest,
     SubmitManyResponse,
     SubmitResponse,
+    UserBudget,
+    UserBudgetInfo,
+    UserBudgetList,
     WorkerList,
 )
 
@@ -107,7 +110,7 @@ class IrisClient:
 
         cluster = LocalCluster(workers=workers, **cluster_options)
         cluster.start()
-        client = cls(cluster.url)
+        client = cls(cluster.url, token=cluster.token)
         client._cluster = cluster
         try:
             yield client
@@ -154,6 +157,8 @@ class IrisClient:
         existing_job_policy: Literal["error", "replace", "keep"] = "error",
         replace: bool = False,
         wait_for_capacity: bool = False,
+        image: str | None = None,
+        image_pull_policy: Literal["if-not-present", "always", "never"] = "if-not-present",
         secrets: Sequence[SecretRef | str] = (),
         workspace: str | Path | bool | None = None,
         bundle_id: str | None = None,
@@ -173,6 +178,9 @@ class IrisClient:
         With neither, a job is submitted as ``iris job run`` does: from the current directory
         (``DEFAULT_WORKSPACE``; ``workspace=False`` sends none), and a sub-job runs from its
         parent's bundle.
+
+        ``image`` runs each task in that container image (the workspace is its working dir);
+        ``image_pull_policy`` is ``if-not-present`` (default), ``always`` or ``never``.
         """
         options = {k: v for k, v in locals().items() if k not in ("self", "workspace", "bundle_id")}
         spec = self.build_spec(**options)
@@ -224,6 +232,8 @@ class IrisClient:
         existing_job_policy: Literal["error", "replace", "keep"] = "error",
         replace: bool = False,
         wait_for_capacity: bool = False,
+        image: str | None = None,
+        image_pull_policy: Literal["if-not-present", "always", "never"] = "if-not-present",
         secrets: Sequence[SecretRef | str] = (),
     ) -> JobSpec:
         if entrypoint is None:
@@ -253,6 +263,8 @@ class IrisClient:
             parent_job_id=parent_job_id or self.parent_job_id,
             existing_job_policy="replace" if replace else existing_job_policy,
             wait_for_capacity=wait_for_capacity,
+            image=image,
+            image_pull_policy=image_pull_policy,
             secrets=[parse_secret_ref(s) if isinstance(s, str) else s for s in secrets],
         )
         return spec
@@ -290,6 +302,21 @@ class IrisClient:
             f"/api/v1/secrets/{quote(name, safe='')}",
             params={"user": user, "default_user": default_user()},
         )
+
+    def set_budget(self, user: str, budget: UserBudget) -> UserBudgetInfo:
+        """Set ``user``'s budget (admins, when the controller has auth on); replaces the old one."""
+        data = self.http.request("PUT", f"/api/v1/budgets/{quote(user, safe='')}", json_body=budget)
+        return UserBudgetInfo.model_validate(data)
+
+    def get_budget(self, user: str) -> UserBudgetInfo:
+        """``user``'s budget (their own, else the ``*`` default); NotFound when unlimited."""
+        return self.http.get(f"/api/v1/budgets/{quote(user, safe='')}", UserBudgetInfo)
+
+    def list_budgets(self) -> UserBudgetList:
+        return self.http.get("/api/v1/budgets", UserBudgetList)
+
+    def remove_budget(self, user: str) -> None:
+        self.http.request("DELETE", f"/api/v1/budgets/{quote(user, safe='')}")
 
     def submit_spec(self, spec: JobSpec) -> Job:
         spec = self._with_forwarded_env(spec)

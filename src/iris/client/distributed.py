@@ -60,7 +60,9 @@ def coordinator_endpoint_name(job_id: str) -> str:
 def distributed(timeout: float = 300.0) -> Distributed:
     """The coordinator, this task's rank and the task count; waits up to ``timeout`` for task 0.
 
-    Process 0 listens on the job's port named ``coordinator`` when it asked for one (``ports=
+    A gang member on the WORKER backend gets the address Iris chose (``$IRIS_COORDINATOR_ADDRESS``,
+    also set as ``JAX_COORDINATOR_ADDRESS`` and ``MASTER_ADDR``/``MASTER_PORT``) and returns at once.
+    Otherwise process 0 listens on the job's port named ``coordinator`` when it asked for one (``ports=
     ["coordinator"]`` / ``--port coordinator``), else on a port free when this is called.
     Raises FailedPrecondition outside an Iris task and TimeoutError when task 0 never shows.
     """
@@ -71,6 +73,9 @@ def distributed(timeout: float = 300.0) -> Distributed:
     except ValueError:
         raise FailedPrecondition(f"IRIS_NUM_TASKS is not a number: {env.get('IRIS_NUM_TASKS')!r}") from None
     rank = ctx.task_index
+    given = env.get("IRIS_COORDINATOR_ADDRESS")
+    if given:  # a gang member on a worker: Iris chose the coordinator before the gang started
+        return Distributed(given, rank, num)
     generation = env.get("IRIS_GANG_GENERATION", "")
     if rank == 0 or num <= 1:
         raw_port = env.get(f"IRIS_PORT_{COORDINATOR_PORT_NAME.upper()}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -62,13 +63,18 @@ class LocalCluster:
         kubeconfig: str | Path | None = None,
         namespace: str = "iris",
         local_queue: str = "iris",
+        one_time_token: bool = False,
     ) -> None:
         """``token``: when the controller requires one (a config with ``auth``), an admin token for
         the launcher's own checks; the workers it starts authenticate with ``worker_token``.
 
         ``kubeconfig`` (kubernetes backend): run against that cluster, in ``namespace`` with Kueue
         LocalQueue ``local_queue`` (installed by ``iris k8s manifests``); without it the backend
-        runs against a local sandbox (fake API server with Kueue and kubelet simulators)."""
+        runs against a local sandbox (fake API server with Kueue and kubelet simulators).
+
+        ``one_time_token`` (with no ``token`` given): the controller requires a token made up now,
+        ``self.token`` (admin, as the current user; the dashboard URL carries it), and its workers
+        another; a web page the user opens cannot drive the cluster."""
         self._tmp = None if state_dir is not None else tempfile.TemporaryDirectory(prefix="iris-local-")
         self.state_dir = Path(state_dir) if state_dir is not None else Path(self._tmp.name)  # type: ignore[union-attr]
         self.num_workers = workers
@@ -83,6 +89,17 @@ class LocalCluster:
         self.controller_args = controller_args or []
         self.token = token
         self.worker_token = worker_token
+        self._controller_env: dict[str, str] = {}
+        if one_time_token and token is None:
+            from iris.client.client import default_user
+
+            self.token = secrets.token_urlsafe(24)
+            self.worker_token = worker_token or secrets.token_urlsafe(24)
+            self._controller_env = {
+                "IRIS_CONTROLLER_LOCAL_TOKEN": self.token,
+                "IRIS_CONTROLLER_LOCAL_USER": default_user(),
+                "IRIS_CONTROLLER_LOCAL_WORKER_TOKEN": self.worker_token,
+            }
         self.kubeconfig = Path(kubeconfig) if kubeconfig is not None else None
         self.namespace = namespace
         self.local_queue = local_queue
@@ -94,6 +111,11 @@ class LocalCluster:
         self._gpu_shares: list[str] | None = None
         self._controller_argv: list[str] = []
         self._worker_launch: dict[str, tuple[list[str], dict[str, str] | None, Path]] = {}
+
+    @property
+    def dashboard_url(self) -> str:
+        """The dashboard's address; with a one-time token, the URL that hands it to the browser."""
+        return f"{self.url}/?token={self.token}" if self._controller_env else f"{self.url}/"
 
     def __enter__(self) -> LocalCluster:
         self.start()
@@ -143,7 +165,7 @@ class LocalCluster:
             elif self.backend == "kubernetes":
                 argv += self._start_k8s_sandbox(timeout_s)
             self._controller_argv = argv
-            self.controller = self._spawn("controller", argv)
+            self.controller = self._spawn("controller", argv, self._controller_env or None)
             if self.backend == "worker":
                 for i in range(self.num_workers):
                     self.add_worker(i, wait=False)
@@ -240,7 +262,7 @@ class LocalCluster:
             self._terminate([self.controller], 10.0)
         ready = self.state_dir / "controller.ready"
         ready.unlink(missing_ok=True)
-        self.controller = self._spawn("controller", self._controller_argv)
+        self.controller = self._spawn("controller", self._controller_argv, self._controller_env or None)
         _wait_for_file(ready, self.controller.proc, "controller", self.controller.log_path, timeout_s)
 
     def restart_worker(self, worker_id: str, *, wait: bool = True) -> _Child:

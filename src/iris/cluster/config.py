@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from iris.rpc.errors import InvalidArgument
-from iris.rpc.models import ResourceSpec
+from iris.rpc.models import ResourceSpec, UserBudget
 
 __all__ = [
     "AuthConfig",
@@ -326,6 +326,11 @@ class DefaultsConfig(ConfigModel):
     worker: WorkerDefaults = Field(default_factory=WorkerDefaults)
     """Worker liveness and registration timings."""
 
+    task_image: str | None = Field(
+        default=None, min_length=1, max_length=512, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+    )
+    """Container image of every job that names none (worker daemons run it with the docker CLI; on
+    Kubernetes it is the pods' image). Unset: worker tasks run as plain processes."""
     task_env: dict[str, str] = Field(default_factory=dict)
     """Environment variables every task gets, under its job's own (a job's ``env`` wins key by key)."""
 
@@ -405,6 +410,11 @@ class ClusterConfig(ConfigModel):
 
     logs: LogsConfig = Field(default_factory=LogsConfig)
     """How long and how much of the task logs the controller keeps."""
+
+    user_budgets: dict[str, UserBudget] = Field(default_factory=dict)
+    """Default per-user budgets, by user (``"*"``: every user without their own), e.g.
+    ``alice: {cpu: 8, memory: 32GB, gpu: 2, max_band: INTERACTIVE}``. A budget set with
+    ``iris user budget set`` wins over the user's entry here. See docs/budgets.md."""
 
     forward_env: list[str] = Field(default_factory=list)
     """Variables (e.g. ``HF_TOKEN``, ``WANDB_API_KEY``) the CLI and SDK copy from the submitter's

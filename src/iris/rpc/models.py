@@ -279,6 +279,9 @@ class EnvironmentSpec(WireModel):
         return _check_env(env)
 
 
+# An image reference as docker accepts it: [registry/]name[:tag][@digest], no spaces or options.
+IMAGE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._/:@+-]*$"
+ImagePullPolicy = Literal["if-not-present", "always", "never"]
 SECRET_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
 ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,255}$"
 MAX_SECRET_BYTES = 64 * 1024
@@ -324,6 +327,10 @@ class JobSpec(WireModel):
     # Queue the job even when no registered worker and no scale group could ever run it (workers
     # that fit are expected to join); without it such a job is refused at submission.
     wait_for_capacity: bool = False
+    # A container image to run each task in (worker: the docker CLI; Kubernetes: the pod's image).
+    # None: the cluster's default task image, else a plain process on the worker.
+    image: str | None = Field(default=None, min_length=1, max_length=512, pattern=IMAGE_PATTERN)
+    image_pull_policy: ImagePullPolicy = "if-not-present"
     # The user's secrets (by name; never their values) injected into every task's environment.
     secrets: list[SecretRef] = Field(default_factory=list, max_length=64)
 
@@ -381,6 +388,7 @@ class FailureInfo(WireModel):
         "unschedulable",
         "gang_failed",
         "start_failed",
+        "image",
     ]
     summary: str
     exit_code: int | None = None
@@ -590,7 +598,13 @@ class RunSpec(WireModel):
     # Gang members dispatched together share a generation and know how many they are.
     gang_generation: int | None = None
     gang_size: int | None = None
+    # host:port of the gang's coordinator (on task 0's machine, port chosen by the controller):
+    # the runtime sets the JAX and torch.distributed variables from it (attempt_env.py).
+    gang_coordinator: str | None = None
     user: str = ""
+    # The job's image (or the cluster's default): the worker runs the attempt in a container.
+    image: str | None = None
+    image_pull_policy: ImagePullPolicy = "if-not-present"
     # The job's secrets, by environment variable: set in the task's environment and masked
     # (``***``) in its log. Sent to the worker running the attempt only, never shown by any API.
     secret_env: dict[str, str] = Field(default_factory=dict, repr=False)
@@ -762,3 +776,57 @@ class ClusterStatus(WireModel):
     tasks_by_state: dict[str, int] = Field(default_factory=dict)
     workers_by_status: dict[str, int] = Field(default_factory=dict)
     dashboard_url: str | None = None
+
+
+class UserBudget(WireModel):
+    """What one user's running work may hold at once (``iris user budget set``); an unset
+    amount is unlimited. ``max_band``: the most important band the user may submit at
+    (PRODUCTION is for admins unless a budget names it). Accepts ``cpu=4`` and ``memory="16GB"``."""
+
+    cpu_millicores: int | None = Field(
+        default=None, ge=0, le=10_000_000_000, description="Cpu at once, in millicores (or write `cpu: 8`)."
+    )
+    memory_bytes: int | None = Field(
+        default=None, ge=0, le=1 << 62, description="Memory at once, in bytes (or write `memory: 32GB`)."
+    )
+    gpu: int | None = Field(default=None, ge=0, le=1_000_000, description="GPUs (device type `gpu`) at once.")
+    tpu: int | None = Field(
+        default=None, ge=0, le=1_000_000, description="TPU chips (device type `tpu`) at once."
+    )
+    max_band: PriorityBand | None = Field(
+        default=None,
+        description="The most important band the user may submit at (PRODUCTION: also non-admins).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _friendly(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("cpu") is not None:
+            data["cpu_millicores"] = parse_cpu_millicores(data.pop("cpu"))
+        data.pop("cpu", None)
+        if data.get("memory") is not None:
+            data["memory_bytes"] = parse_bytes(data.pop("memory"))
+        data.pop("memory", None)
+        if isinstance(data.get("max_band"), str):
+            data["max_band"] = data["max_band"].upper()
+        return data
+
+    def __init__(self, **data: Any) -> None:  # keeps cpu=/memory= visible to type checkers
+        super().__init__(**data)
+
+
+class UserBudgetInfo(WireModel):
+    """A user's budget as the controller applies it: set by ``iris user budget set`` ("api") or
+    a default of the cluster config's ``user_budgets`` ("config")."""
+
+    user: str
+    budget: UserBudget
+    source: Literal["api", "config"]
+    updated_at: float | None = None
+
+
+class UserBudgetList(WireModel):
+    budgets: list[UserBudgetInfo]

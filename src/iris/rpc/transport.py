@@ -150,8 +150,11 @@ def request_head(
         lines.append(f"content-length: {len(body)}")
         if not headers or not any(k.lower() == "content-type" for k in headers):
             lines.append("content-type: application/json")
-    elif method in ("POST", "PUT", "PATCH"):
+    elif method in ("POST", "PUT", "PATCH", "DELETE"):
         lines.append("content-length: 0")
+        if not headers or not any(k.lower() == "content-type" for k in headers):
+            # A controller without tokens takes writes only as JSON (what a web page cannot send).
+            lines.append("content-type: application/json")
     for name, value in (headers or {}).items():
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
             raise ValueError(f"header {name!r} holds a line break")

@@ -6,6 +6,8 @@ backend's write or the test's: that makes "no writes" exactly checkable.
 
 from __future__ import annotations
 
+import base64
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ from iris.cluster.backends.kubernetes.naming import pod_name
 from iris.cluster.controller.backend import TaskTarget
 from iris.rpc.enums import PriorityBand, TaskState
 from iris.rpc.errors import InvalidArgument, NotFound, Unavailable
-from iris.testing.fake_apiserver import PODS, utc_timestamp
+from iris.testing.fake_apiserver import PODS, SECRETS, utc_timestamp
 
 UID_A, UID_B = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
 
@@ -428,3 +430,40 @@ def test_a_preempted_pod_already_gone_is_preempted(cluster: FakeCluster, backend
     assert obs.error == f"preempted by Kueue: {message}"
     [other] = backend.reconcile([run(UID_B)])  # a pod that vanished without such an event is lost
     assert other.state is TaskState.MISSING
+
+
+def test_the_job_token_and_secrets_live_in_a_secret_owned_by_the_pod(
+    cluster: FakeCluster, backend: KubernetesBackend
+) -> None:
+    token = "iris-job.payload.signature"
+    spec = run_spec(
+        UID_A,
+        env={"IRIS_TOKEN": token, "PLAIN": "v"},
+        secret_env={"DB_PASSWORD": "hunter2"},
+        bundle_id="ab" * 32,
+    )
+    (obs,) = backend.reconcile([run(UID_A, spec)])
+    assert obs.state is TaskState.ASSIGNED
+    name = pod_name("/alice/train/0", UID_A)
+    pod = cluster.pod(name)
+    assert pod is not None
+    assert token not in json.dumps(pod) and "hunter2" not in json.dumps(pod)
+    secret_name = f"{name}-env"
+    (task,), (init,) = pod["spec"]["containers"], pod["spec"]["initContainers"]
+    env = {e["name"]: e for e in task["env"]}
+    assert env["PLAIN"]["value"] == "v"
+    for key in ("IRIS_TOKEN", "DB_PASSWORD"):
+        assert env[key]["valueFrom"] == {"secretKeyRef": {"name": secret_name, "key": key}}
+    init_env = {e["name"]: e for e in init["env"]}
+    assert init_env["IRIS_BUNDLE_TOKEN"]["valueFrom"] == {
+        "secretKeyRef": {"name": secret_name, "key": "IRIS_TOKEN"}
+    }
+    secret = cluster.server.store.try_get(SECRETS, "iris", secret_name)
+    assert secret is not None
+    data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    assert data == {"IRIS_TOKEN": token, "DB_PASSWORD": "hunter2"}
+    (owner,) = secret["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", name, pod["metadata"]["uid"])
+    # Without a credential, no Secret and no reference.
+    backend.reconcile([run(UID_B, run_spec(UID_B, task="/alice/train/1"))])
+    assert cluster.server.store.try_get(SECRETS, "iris", f"{pod_name('/alice/train/1', UID_B)}-env") is None

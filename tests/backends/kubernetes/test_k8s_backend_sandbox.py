@@ -7,6 +7,7 @@ control loop does every round, until the observations say what it waits for.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,6 +110,25 @@ def test_command_runs_to_success_with_its_logs_and_env(sandbox: Sandbox, backend
         "$$ $(IRIS_JOB_ID)",
     ]
     assert logs.complete
+
+
+def test_the_task_reads_its_job_token_from_its_secret(sandbox: Sandbox, backend: KubernetesBackend) -> None:
+    """The token is a secretKeyRef in the pod spec; the kubelet resolves it from the API server."""
+    uid, task = "5151515151515151", "/alice/token/0"
+    script = "import os; print(os.environ['IRIS_TOKEN'], os.environ['DB_PASSWORD'])"
+    spec = run_spec(
+        uid,
+        task=task,
+        argv=(PY, "-c", script),
+        env={"IRIS_TOKEN": "iris-job.t0k$n"},
+        secret_env={"DB_PASSWORD": "pw"},
+    )
+    done = until(backend, [run(uid, spec)], uid, TaskState.SUCCEEDED)
+    assert done.exit_code == 0
+    logs = backend.read_logs(TaskTarget(attempt_uid=uid), task)
+    assert [line.line for line in logs.lines] == ["iris-job.t0k$n pw"]
+    (pod,) = [p for p in pods(sandbox) if p["metadata"]["annotations"]["iris.task_id"] == task]
+    assert "iris-job.t0k$n" not in json.dumps(pod["spec"])
 
 
 def test_failure_exit_code(sandbox: Sandbox, backend: KubernetesBackend) -> None:
@@ -311,3 +331,30 @@ def test_exec_runs_in_the_task_container_or_fails_clearly(
         assert (result.exit_code, result.stdout) == (0, "hi\n")
     with pytest.raises(NotFound):
         backend.exec(TaskTarget(attempt_uid="dddddddddddddddd"), task, ["true"])
+
+
+def test_job_image_is_the_pod_image_and_a_pull_failure_ends_with_kind_image(sandbox: Sandbox) -> None:
+    from iris.cluster.controller.failure import IMAGE_ERROR_PREFIX
+
+    image = "registry.example/does-not-exist:1"
+    backend = KubernetesBackend(
+        KubernetesBackendConfig(
+            kubeconfig=str(sandbox.kubeconfig_path), namespace=sandbox.namespace, image_pull_grace_s=1.0
+        ),
+        controller_url="http://controller.test:10000",
+        backend_id="sandbox",
+    )
+    try:
+        uid = "6666666666666666"
+        desired = [run(uid, run_spec(uid, task="/alice/img/0", image=image, image_pull_policy="always"))]
+        failed = until(backend, desired, uid, TaskState.FAILED)
+        assert failed.error is not None and failed.error.startswith(
+            f"{IMAGE_ERROR_PREFIX}{image} could not be pulled"
+        )
+        [pod] = [p for p in pods(sandbox) if p["metadata"]["name"] == pod_name("/alice/img/0", uid)]
+        container = pod["spec"]["containers"][0]
+        assert (container["image"], container["imagePullPolicy"]) == (image, "Always")
+        # The controller stops wanting the attempt: its pod (still pulling) is deleted.
+        wait_for(lambda: backend.reconcile([]) is not None and not pods(sandbox), what="the pod deleted")
+    finally:
+        backend.close()

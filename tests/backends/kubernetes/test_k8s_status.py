@@ -67,7 +67,7 @@ ROWS: list[tuple[str, dict[str, Any] | None, TaskState, str | None]] = [
         "image pull backoff within grace",
         make_pod(node="n1", conditions=[scheduled()], container_state=waiting("ImagePullBackOff", "nope")),
         TaskState.BUILDING,
-        "image could not be pulled: ImagePullBackOff: nope",
+        "image python:3.11-slim could not be pulled: ImagePullBackOff: nope",
     ),
     ("running", make_pod(phase="Running", node="n1", container_state=running()), TaskState.RUNNING, None),
     (
@@ -233,7 +233,7 @@ def test_image_pull_fails_after_grace_measured_from_scheduling() -> None:
     assert observe(pod, now=T0 + GRACE - 1).state is TaskState.BUILDING
     late = observe(pod, now=T0 + GRACE + 1)
     assert late.state is TaskState.FAILED
-    assert late.error == "image could not be pulled: ErrImagePull: not found"
+    assert late.error == "image python:3.11-slim could not be pulled: ErrImagePull: not found"
     assert not late.runtime_released  # the pod still exists until it is deleted
 
 

@@ -15,6 +15,7 @@ reconcile and worker health for WORKER; Pod reconciliation for KUBERNETES.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import secrets
 import sqlite3
@@ -40,6 +41,7 @@ from iris.cluster.controller.backend import (
     TaskBackend,
     TaskTarget,
 )
+from iris.cluster.controller.budgets import Budgets
 from iris.cluster.controller.bundles import BundleStore
 from iris.cluster.controller.capacity import dry_run_from_groups, workers_misfit
 from iris.cluster.controller.cordons import (
@@ -70,6 +72,8 @@ from iris.cluster.controller.logstore.pod_collector import PodLogCollector
 from iris.cluster.controller.metrics import ControllerMetrics
 from iris.cluster.controller.round import RoundPlan
 from iris.cluster.controller.scheduler import PendingReason, Resources, TaskRequest, explain
+from iris.cluster.controller.scheduler.fairshare import UsageLedger
+from iris.cluster.controller.scheduler.gates import admission_refusal
 from iris.cluster.controller.scheduler.queue import PassScope, PendingQueue
 from iris.cluster.controller.secrets import KEY_FILE, SecretStore, load_or_create_secret_key
 from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker, fence_after
@@ -79,6 +83,7 @@ from iris.rpc.enums import (
     TERMINAL_JOB_STATES,
     TERMINAL_TASK_STATES,
     JobState,
+    PriorityBand,
     StopReason,
     TaskState,
     WorkerStatus,
@@ -90,6 +95,7 @@ from iris.rpc.errors import (
     InvalidArgument,
     NotFound,
     NotImplementedForBackend,
+    PermissionDenied,
 )
 from iris.rpc.models import (
     AttemptObservation,
@@ -101,6 +107,8 @@ from iris.rpc.models import (
     RegisterResponse,
     ResourceSpec,
     RunSpec,
+    UserBudget,
+    UserBudgetInfo,
 )
 from iris.rpc.signing import load_or_create_key, new_master_key, worker_secret
 
@@ -156,9 +164,12 @@ class Controller:
         bundle_dir: Path | None = None,
         worker_rpc_key: bytes | None = None,
         log_dir: Path | None = None,
+        default_task_image: str | None = None,
         secrets: SecretStore | None = None,
     ) -> None:
         self._descriptor = descriptor
+        # ``defaults.task_image``: the image of every job that names none (None: plain processes).
+        self.default_task_image = default_task_image
         # Each worker gets its secret derived from this key at registration; the WORKER backend
         # signs every call with it (see create_controller).
         self.worker_rpc_key = worker_rpc_key or new_master_key()
@@ -204,6 +215,9 @@ class Controller:
         self._queue_lock = threading.Lock()
         self._last_pass_s = 0.0  # what the last queued pass cost (snapshot and kernel)
         self.last_pending: dict[str, PendingReason] = {}
+        # Per-user budgets (the scheduler's first gate) and recent usage (fair share among users).
+        self.budgets = Budgets(db)
+        self.usage = UsageLedger()
         self.timeseries = TimeSeries()
         # API requests waiting for jobs to end, woken by the commit that ends each.
         self.job_waiters = JobWaiters()
@@ -356,7 +370,16 @@ class Controller:
             [kernel.job_of(t.task_id) for t, _ in snap.timed_out],
         )
         if worker_kind:
-            plan = kernel.plan_round(snap, specs, self._healthy(snap.workers), now)
+            plan = kernel.plan_round(
+                snap,
+                specs,
+                self._healthy(snap.workers),
+                now,
+                budgets=self.budgets.effective(),
+                recent_usage=self.usage.usage(now),
+            )
+            if plan.cores_by_user is not None:
+                self.usage.observe(now, plan.cores_by_user)
         else:
             plan = RoundPlan(
                 effects=kernel.plan_pod_dispatch(snap, specs, now),
@@ -399,11 +422,15 @@ class Controller:
         now = self.clock()
         previous = self.cordons.get(worker_id)
         since = previous.since if previous is not None and previous.mode == mode else now
-        cordon = Cordon(worker_id, mode, reason or ("draining" if mode == "drain" else "cordoned"), since, automatic)
+        cordon = Cordon(
+            worker_id, mode, reason or ("draining" if mode == "drain" else "cordoned"), since, automatic
+        )
         with self.db.transaction() as cur:
             save_cordon(cur, cordon)
         self.cordons = {**self.cordons, worker_id: cordon}
-        log.warning("worker %s %s: %s", worker_id, "draining" if mode == "drain" else "cordoned", cordon.reason)
+        log.warning(
+            "worker %s %s: %s", worker_id, "draining" if mode == "drain" else "cordoned", cordon.reason
+        )
         self._fleet_changed()
         return cordon
 
@@ -424,7 +451,9 @@ class Controller:
                 self._queue.invalidate()  # parked work may fit (or no longer fit) now
         self.wake()
 
-    def _quarantine(self, observations: Mapping[str, AttemptObservation], snap: store.ObservationSnapshot) -> None:
+    def _quarantine(
+        self, observations: Mapping[str, AttemptObservation], snap: store.ObservationSnapshot
+    ) -> None:
         """Count infrastructure failures per worker; cordon a worker that crossed the threshold."""
         now = self.clock()
         for uid, obs in observations.items():
@@ -443,7 +472,11 @@ class Controller:
 
     def _drain(self, now: float) -> None:
         """Preempt the tasks still running on workers drained longer than the grace."""
-        due = [c.worker_id for c in self.cordons.values() if c.mode == "drain" and now - c.since >= self.drain_grace_s]
+        due = [
+            c.worker_id
+            for c in self.cordons.values()
+            if c.mode == "drain" and now - c.since >= self.drain_grace_s
+        ]
         if not due:
             return
         with self.db.read() as cur:
@@ -615,12 +648,14 @@ class Controller:
 
     # ------------------------------------------------------------ commands
 
-    def submit(self, spec: JobSpec, *, user: str | None = None) -> str:
-        return self.submit_many([spec if user is None else spec.model_copy(update={"user": user})])[0]
+    def submit(self, spec: JobSpec, *, user: str | None = None, admin: bool = True) -> str:
+        spec = spec if user is None else spec.model_copy(update={"user": user})
+        return self.submit_many([spec], admin=admin)[0]
 
-    def submit_many(self, specs: Sequence[JobSpec]) -> list[str]:
+    def submit_many(self, specs: Sequence[JobSpec], *, admin: bool = True) -> list[str]:
         """Submit jobs in order, each checked as a single submit is (each as its ``spec.user``),
-        in one transaction: all of them or, on the first one rejected, none (with its error)."""
+        in one transaction: all of them or, on the first one rejected, none (with its error).
+        ``admin``: the caller may submit at PRODUCTION priority without a budget allowing it."""
         now = self.clock()
         names = [self._job_name(spec) for spec in specs]
         workers = self._worker_shapes() if any(self._checks_fit(spec) for spec in specs) else []
@@ -642,7 +677,7 @@ class Controller:
                 raise FailedPrecondition(f"bundle {bundle_id} was never uploaded to this controller")
         with self.db.transaction() as cur:
             for spec, job_name in zip(specs, names, strict=True):
-                self._insert_job(cur, spec, job_name, now)
+                self._insert_job(cur, spec, job_name, now, admin=admin)
         for spec, job_name in zip(specs, names, strict=True):
             log.info("job %s submitted: %d task(s)", job_name, spec.replicas, extra={"job_id": str(job_name)})
         self.wake()
@@ -657,7 +692,9 @@ class Controller:
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
 
-    def _insert_job(self, cur: sqlite3.Cursor, spec: JobSpec, job_name: JobName, now: float) -> None:
+    def _insert_job(
+        self, cur: sqlite3.Cursor, spec: JobSpec, job_name: JobName, now: float, *, admin: bool = True
+    ) -> None:
         """Insert one job inside the caller's transaction (a job an earlier one of the same batch
         inserted counts as existing), or raise why it cannot be."""
         job_id = str(job_name)
@@ -676,6 +713,9 @@ class Controller:
                 parent_row.spec_json
             )
             spec = inherit_from_parent(spec, parent_spec)
+            # a sub-job of a PRODUCTION job was admitted at PRODUCTION with its parent
+            admin = admin or parent_row.priority is PriorityBand.PRODUCTION
+        self._admit(spec, job_name, admin=admin)
         existing = store.get_job(cur, job_id)
         replaces = None
         if existing is not None:
@@ -704,6 +744,37 @@ class Controller:
         )
         event = Event(EventKind.JOB_SUBMITTED, f"submitted {spec.replicas} task(s)", job_id)
         self._commit(cur, Effects(changes=(Change((insert,), (event,)),)), now)
+
+    def _admit(self, spec: JobSpec, job_name: JobName, *, admin: bool) -> None:
+        """Refuse a job its user's budget can never admit (band, or too large); gates.py."""
+        count = spec.replicas if spec.coscheduling else 1
+        refusal = admission_refusal(
+            job_name.user,
+            spec.priority,
+            Resources.from_spec(spec.resources),
+            count,
+            self.budgets.for_user(job_name.user),
+            admin=admin,
+        )
+        if refusal is not None:
+            raise PermissionDenied(refusal)
+
+    def set_budget(self, user: str, budget: UserBudget) -> UserBudgetInfo:
+        info = self.budgets.set(user, budget, self.clock())
+        self._budgets_changed()
+        return info
+
+    def remove_budget(self, user: str) -> bool:
+        removed = self.budgets.remove(user)
+        self._budgets_changed()
+        return removed
+
+    def _budgets_changed(self) -> None:
+        """Work a budget held may fit now: the next pass looks at every pending task."""
+        if self._queue is not None:
+            with self._queue_lock:
+                self._queue.invalidate()
+        self.wake()
 
     def _checks_fit(self, spec: JobSpec) -> bool:
         return self._descriptor.kind is BackendKind.WORKER and not spec.wait_for_capacity
@@ -994,9 +1065,15 @@ class Controller:
     def _desired(self, live: Sequence[store.LiveAttempt]) -> list[DesiredAttempt]:
         new_uids = [a.attempt_uid for a in live if a.state is TaskState.ASSIGNED and a.stop_reason is None]
         gangs: dict[str, tuple[int, int]] = {}
+        leaders: dict[tuple[str, int], str] = {}
         if new_uids:
             with self.db.read() as cur:
                 gangs = store.gang_of_attempts(cur, new_uids)
+                if gangs:
+                    by_uid = {a.attempt_uid: a.job_id for a in live}
+                    leaders = store.gang_leader_addresses(
+                        cur, [(by_uid[uid], generation) for uid, (generation, _) in gangs.items()]
+                    )
         desired = []
         for a in live:
             if a.stop_reason is not None or a.state in TERMINAL_TASK_STATES:
@@ -1011,7 +1088,11 @@ class Controller:
                 spec = self._run_spec(a)
                 if a.attempt_uid in gangs:
                     generation, size = gangs[a.attempt_uid]
-                    spec = spec.model_copy(update={"gang_generation": generation, "gang_size": size})
+                    update: dict[str, Any] = {"gang_generation": generation, "gang_size": size}
+                    leader = leaders.get((a.job_id, generation))
+                    if leader is not None:
+                        update["gang_coordinator"] = gang_coordinator(leader, a.job_id, generation)
+                    spec = spec.model_copy(update=update)
                 desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run", spec=spec))
             else:
                 desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run"))
@@ -1084,7 +1165,9 @@ class Controller:
         spec = self._job_spec(job_id)
         if not spec.secrets:
             return []
-        return list(self.secrets.values(JobName.parse(job_id).user, [ref.name for ref in spec.secrets]).values())
+        return list(
+            self.secrets.values(JobName.parse(job_id).user, [ref.name for ref in spec.secrets]).values()
+        )
 
     def _forget_spec(self, job_id: str) -> None:
         self._spec_cache.pop(job_id, None)
@@ -1149,6 +1232,8 @@ class Controller:
             replicas=spec.replicas,
             coscheduling=spec.coscheduling,
             user=user,
+            image=spec.image or self.default_task_image,
+            image_pull_policy=spec.image_pull_policy,
             secret_env=secret_env,
         )
 
@@ -1159,9 +1244,25 @@ def _asked(group: DesiredGroup, report: GroupReport) -> dict[str, AttemptObserva
     return {o.attempt_uid: o for o in report.observations or () if o.attempt_uid in asked}
 
 
+# The coordinator port of a gang is chosen here, below Linux's ephemeral range (32768-60999, where
+# workers' own --port allocations come from), per job and gang generation: a retried gang gets a
+# new one.
+GANG_PORT_BASE = 20000
+GANG_PORT_SPAN = 10000
+
+
+def gang_coordinator(leader_address: str, job_id: str, generation: int) -> str:
+    """``host:port`` of a gang's coordinator: task 0's worker host, a port derived from the gang."""
+    address = leader_address.split("://", 1)[-1].split("/", 1)[0]
+    host = address.rpartition(":")[0] or address
+    digest = hashlib.sha256(f"{job_id}#{generation}".encode()).digest()
+    port = GANG_PORT_BASE + int.from_bytes(digest[:4], "big") % GANG_PORT_SPAN
+    return f"{host}:{port}"
+
+
 def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
     """A sub-job runs in its parent's world: workspace bundle, environment variables and pip
-    environment carry over unless the child names its own (its own env vars win key by key)."""
+    environment and image carry over unless the child names its own (its own env vars win key by key)."""
     update: dict[str, Any] = {}
     if child.bundle_id is None and parent.bundle_id is not None:
         update["bundle_id"] = parent.bundle_id
@@ -1169,6 +1270,9 @@ def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
         update["env"] = {**parent.env, **child.env}
     if child.environment is None and parent.environment is not None:
         update["environment"] = parent.environment
+    if child.image is None and parent.image is not None:
+        update["image"] = parent.image
+        update["image_pull_policy"] = parent.image_pull_policy
     if not child.secrets and parent.secrets:
         update["secrets"] = parent.secrets
     return child.model_copy(update=update) if update else child

@@ -24,6 +24,8 @@ FAILED_STATES = frozenset(
     }
 )
 TAIL_LINES = 20
+# Runtimes start the error of an attempt whose image could not be had with this (kind "image").
+IMAGE_ERROR_PREFIX = "image "
 
 _OOM_USED = re.compile(r"used ([0-9.]+\s*[A-Za-z]*), limit ([0-9.]+\s*[A-Za-z]*)")
 _EXCEPTION = re.compile(
@@ -91,6 +93,8 @@ def diagnose(
         "log_tail": list(log_tail[-TAIL_LINES:]),
     }
     lowered = error.lower()
+    if error.startswith(IMAGE_ERROR_PREFIX):
+        return FailureInfo(kind="image", summary=error, **common)
     if task.state is TaskState.UNSCHEDULABLE:
         return FailureInfo(
             kind="unschedulable", summary=error or "it could not be scheduled in time", **common

@@ -9,6 +9,7 @@ import os
 import secrets
 import signal
 import socket
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller, open_db
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.service import create_app
+from iris.cluster.controller.state_lock import StateDirInUse, lock_state_dir
+from iris.cluster.runtime.private_state import make_private, private_umask
 from iris.rpc.enums import TERMINAL_JOB_STATES
 from iris.rpc.logging_setup import LOG_FORMATS
 from iris.rpc.logging_setup import configure_logging as configure_structured_logging
@@ -109,7 +112,8 @@ def build_controller(
     config: ClusterConfig | None = None,
 ) -> Controller:
     """The controller a command line (and optionally a cluster config file) describes."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    # 0700, every file 0600: the database holds every user's environment and the token secret.
+    make_private(state_dir)
     controller = _build_controller(
         backend=backend,
         state_dir=state_dir,
@@ -126,6 +130,7 @@ def build_controller(
         controller.logs.max_total_bytes = config.logs.max_total_size
         controller.task_env = dict(config.defaults.task_env)
         controller.forward_env = list(config.forward_env)
+        controller.budgets.set_defaults(config.user_budgets)
         worker_defaults = config.defaults.worker
         controller.drain_grace_s = worker_defaults.drain_grace_s
         controller.quarantine.threshold = worker_defaults.quarantine_failures
@@ -146,7 +151,9 @@ def _build_controller(
     config: ClusterConfig | None,
 ) -> Controller:
     db = open_db(state_dir)
-    auth = _authenticator(db, config) if config is not None else None
+    configured = config.auth.tokens if config is not None else []
+    tokens = [StaticToken(t.token, t.role, t.user) for t in configured] or _local_tokens()
+    auth = _authenticator(db, tokens) if config is not None or tokens else None
     if backend in ("worker", BackendKind.WORKER.value):
         backend_id, display_name = "local-workers", "Iris workers"
         if config is not None:
@@ -170,6 +177,7 @@ def _build_controller(
             else 1.0,
             tick_interval_s=tick_interval_s,
             worker_grace_s=worker_grace_s,
+            default_task_image=config.defaults.task_image if config is not None else None,
         )
     from iris.cluster.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 
@@ -180,6 +188,8 @@ def _build_controller(
         settings["kubeconfig"] = kubeconfig
     if image:
         settings["default_image"] = image
+    elif config is not None and config.defaults.task_image and "default_image" not in settings:
+        settings["default_image"] = config.defaults.task_image
     if not settings.get("kubeconfig"):
         settings["in_cluster"] = True
     k8s_config = KubernetesBackendConfig(**settings)
@@ -194,16 +204,31 @@ def _build_controller(
     )
 
 
-def _authenticator(db: ControllerDB, config: ClusterConfig) -> Authenticator:
-    """The config's tokens, and a signing secret for job tokens that survives restarts."""
-    if not config.auth.tokens:
+# A local cluster's one-time tokens (``iris cluster start --local``): an admin token for the user
+# who started it (printed in the dashboard URL) and one for its workers. Taken out of the
+# environment at once, so nothing the controller starts inherits them.
+LOCAL_TOKEN_ENV = "IRIS_CONTROLLER_LOCAL_TOKEN"
+LOCAL_USER_ENV = "IRIS_CONTROLLER_LOCAL_USER"
+LOCAL_WORKER_TOKEN_ENV = "IRIS_CONTROLLER_LOCAL_WORKER_TOKEN"
+
+
+def _local_tokens() -> list[StaticToken]:
+    admin = os.environ.pop(LOCAL_TOKEN_ENV, "")
+    user = os.environ.pop(LOCAL_USER_ENV, "") or None
+    worker = os.environ.pop(LOCAL_WORKER_TOKEN_ENV, "")
+    tokens = [StaticToken(admin, "admin", user)] if admin else []
+    return tokens + ([StaticToken(worker, "worker")] if worker else [])
+
+
+def _authenticator(db: ControllerDB, tokens: list[StaticToken]) -> Authenticator:
+    """These tokens, and a signing secret for job tokens that survives restarts."""
+    if not tokens:
         return Authenticator()
     with db.transaction() as cur:
         secret = store.meta_value(cur, "auth_secret")
         if secret is None:
             secret = secrets.token_hex(32)
             store.set_meta_value(cur, "auth_secret", secret)
-    tokens = [StaticToken(t.token, t.role, t.user) for t in config.auth.tokens]
 
     def job_run(job_id: str) -> JobRun | None:
         """The job's current run (a job token works only for its own run, until it finishes)."""
@@ -275,6 +300,7 @@ def listen_and_state(options: ControllerOptions, config: ClusterConfig | None) -
 
 def run(options: ControllerOptions) -> None:
     """Build the controller the options describe and serve it until SIGTERM/SIGINT."""
+    private_umask()  # the database, its WAL, logs and bundles are created 0600
     configure_logging(options.log_format, options.log_file)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     config = load_cluster_config(options.config) if options.config else None
@@ -285,6 +311,11 @@ def run(options: ControllerOptions) -> None:
         tick = config.defaults.worker.reconcile_interval_s
         grace = config.defaults.worker.unreachable_grace_s
     host, port, state_dir = listen_and_state(options, config)
+    try:
+        lock_state_dir(Path(state_dir))  # before the database opens: one controller per state dir
+    except StateDirInUse as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(1) from None
     controller = build_controller(
         backend=backend,
         state_dir=Path(state_dir).expanduser(),

@@ -578,6 +578,23 @@ def gang_of_attempts(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[s
     return out
 
 
+def gang_leader_addresses(
+    cur: sqlite3.Cursor, gangs: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], str]:
+    """(job id, gang generation) -> the address of the worker running that generation's task 0."""
+    out: dict[tuple[str, int], str] = {}
+    for job_id, generation in set(gangs):
+        row = cur.execute(
+            "SELECT w.address FROM tasks t JOIN attempts a ON a.task_id = t.task_id"
+            " JOIN workers w ON w.worker_id = a.worker_id"
+            " WHERE t.job_id = ? AND t.task_index = 0 AND a.gang_generation = ? LIMIT 1",
+            (job_id, generation),
+        ).fetchone()
+        if row is not None:
+            out[(job_id, generation)] = row[0]
+    return out
+
+
 def next_attempt_numbers(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str, int]:
     out = dict.fromkeys(task_ids, 0)
     for r in select_in(
@@ -796,6 +813,7 @@ class AttemptUsage:
     priority: PriorityBand
     group_by: str | None
     resources: Resources
+    user: str = ""
 
 
 @dataclass(frozen=True)
@@ -919,9 +937,10 @@ def worker_usage(cur: sqlite3.Cursor) -> list[AttemptUsage]:
             priority=_BAND[r["priority"]],
             group_by=r["group_by"],
             resources=_resources(r),
+            user=r["user"],
         )
         for r in cur.execute(
-            "SELECT a.worker_id, a.task_id, a.state, a.stop_reason, a.started_at, t.job_id, j.priority, j.group_by,"
+            "SELECT a.worker_id, a.task_id, a.state, a.stop_reason, a.started_at, t.job_id, j.user, j.priority, j.group_by,"
             " j.cpu_millicores, j.memory_bytes, j.disk_bytes, j.device_type, j.device_variant, j.device_count"
             " FROM attempts a JOIN tasks t ON t.task_id = a.task_id JOIN jobs j ON j.job_id = t.job_id"
             " WHERE a.released = 0 AND a.worker_id IS NOT NULL"

@@ -25,8 +25,10 @@ def build_attempt_env(
     ports: Mapping[str, int],
     work_dir: str,
 ) -> dict[str, str]:
-    """Worker env, then job env, then the IRIS_* contract (which a job cannot override)."""
+    """Worker env, a gang's distributed-training variables, job env, secrets, then the IRIS_*
+    contract (which a job cannot override)."""
     env = dict(base)
+    env.update(distributed_env(spec))
     env.update(spec.env)
     if spec.environment is not None:
         env.update(spec.environment.env_vars)
@@ -49,6 +51,29 @@ def build_attempt_env(
     for name, port in ports.items():
         env[port_env_name(name)] = str(port)
     return env
+
+
+def distributed_env(spec: RunSpec) -> dict[str, str]:
+    """What ``jax.distributed.initialize()`` and ``torch.distributed.init_process_group()`` read
+    (torchrun's names), for a member of a gang: one process per task, task 0 coordinates."""
+    if spec.gang_coordinator is None or spec.gang_size is None:
+        return {}
+    host, _, port = spec.gang_coordinator.rpartition(":")
+    rank, size = str(spec.task_index), str(spec.gang_size)
+    return {
+        "IRIS_COORDINATOR_ADDRESS": spec.gang_coordinator,
+        "JAX_COORDINATOR_ADDRESS": spec.gang_coordinator,
+        "JAX_NUM_PROCESSES": size,
+        "JAX_PROCESS_ID": rank,
+        "MASTER_ADDR": host,
+        "MASTER_PORT": port,
+        "WORLD_SIZE": size,
+        "RANK": rank,
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "NODE_RANK": rank,
+        "GROUP_RANK": rank,
+    }
 
 
 def allocate_ports(names: Iterable[str], taken: set[int]) -> dict[str, int]:

@@ -9,6 +9,8 @@ from typing import Any
 
 import psutil
 
+from iris.cluster.runtime.private_state import TASK_UMASK
+
 
 def describe_processes(pid: int | None) -> list[dict[str, Any]]:
     """The attempt's main process and its descendants, with what a person checks first."""
@@ -51,6 +53,7 @@ def run_beside(
             capture_output=True,
             timeout=timeout_s,
             stdin=subprocess.DEVNULL,
+            umask=TASK_UMASK,
         )
     except FileNotFoundError:
         return {"exit_code": 127, "stdout": "", "stderr": f"command not found: {argv[0]}"}

@@ -226,6 +226,7 @@ def task_root_for(state_dir: Path) -> Path:
         digest = hashlib.sha256(str(state_dir).encode()).hexdigest()[:16]
         for parent in (_FALLBACK_TASK_ROOT.parent, _FALLBACK_TASK_ROOT):
             parent.mkdir(mode=0o711, exist_ok=True)
+            os.chmod(parent, 0o711)
         root = _FALLBACK_TASK_ROOT / digest
     root.mkdir(mode=0o711, parents=True, exist_ok=True)
     os.chmod(root, 0o711)

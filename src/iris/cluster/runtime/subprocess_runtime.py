@@ -43,6 +43,7 @@ from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
 from iris.cluster.runtime.pid_records import PidJournal, PidRecord, kill_leftover_trees
 from iris.cluster.runtime.policy import KillReason, LimitView, decide_enforcements, final_outcome
+from iris.cluster.runtime.private_state import TASK_UMASK
 from iris.cluster.runtime.proc_table import (
     ProcTable,
     boot_id,
@@ -54,7 +55,9 @@ from iris.cluster.runtime.proc_table import (
     signal_group,
     signal_identified,
     tree_rss,
+    uid_processes,
 )
+from iris.cluster.runtime.task_runtime import Launch, TaskRuntime
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.errors import FailedPrecondition, NotFound
 from iris.rpc.models import AttemptObservation, LogLine, LogsResponse, RunSpec
@@ -163,6 +166,8 @@ class _Attempt:
         self.eof_deadline: float | None = None
         self.holders_killed = False
         self.env: dict[str, str] = {}
+        # What runs it beyond a plain process group (a container); None: the process runtime.
+        self.runtime: TaskRuntime | None = None
 
     def snapshot(self) -> AttemptObservation:
         """What the worker reports about this attempt (the one observation type, worker to kernel)."""
@@ -240,8 +245,12 @@ class SubprocessRuntime:
         log_max_bytes: int = DEFAULT_MAX_LOG_BYTES,
         disk_check_interval_s: float = 5.0,
         min_free_disk_bytes: int = MIN_FREE_DISK_BYTES,
+        containers: TaskRuntime | None = None,
     ) -> None:
-        """Under ``isolation`` processes are created on long-lived threads of their own: each gets
+        """``containers`` runs the attempts whose spec names an image (see task_runtime.py); the
+        others run as today, with none of its hooks on their path.
+
+        Under ``isolation`` processes are created on long-lived threads of their own: each gets
         ``PR_SET_PDEATHSIG``, which fires when the creating *thread* exits (a build thread, a
         request thread). Without isolation nothing is put between worker and task (an extra exec
         would double a short task's CPU), so the starting thread creates the process itself:
@@ -303,6 +312,16 @@ class SubprocessRuntime:
         self._small_logs: dict[str, bytes] = {}
 
         self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
+        self._containers = containers
+        self._observers: ThreadPoolExecutor | None = None
+        # Containers of a previous run of this worker: their attempts' launchers are dead (killed
+        # above), so they are removed, as leftover process trees are killed.
+        # (Only a worker whose state dir says it ever ran one asks the engine: a CLI call costs.)
+        self._containers_marker = self.state_dir / "containers-used"
+        self._containers_marked = self._containers_marker.exists()
+        self.containers_removed = (
+            containers.adopt(frozenset()) if containers is not None and self._containers_marked else []
+        )
         self._pids = PidJournal(self.pids_dir)  # a new journal: the previous run's trees are dead
         self._adopt_previous_logs()
         self._io = IoLoop(name=f"iris-io-{worker_id}")
@@ -355,14 +374,22 @@ class SubprocessRuntime:
         with self._lock:
             if uid in self._attempts:
                 return None
-            attempt = _Attempt(uid, spec, attempt_log_path(self._attempts_path, uid))
-            self._attempts[uid] = attempt
-            self._unreleased[uid] = attempt
-            return attempt
+            runnable = spec.image is None or self._containers is not None
+            if runnable:
+                attempt = _Attempt(uid, spec, attempt_log_path(self._attempts_path, uid))
+                if spec.image is not None:
+                    attempt.runtime = self._containers
+                self._attempts[uid] = attempt
+                self._unreleased[uid] = attempt
+                return attempt
+        self.record_failure(uid, f"image {spec.image} cannot run here: this worker has no container runtime.")
+        return None
 
     def _start_admitted(self, attempt: _Attempt) -> None:
         assert attempt.spec is not None
-        if self._preparer is not None and self._preparer.needed(attempt.spec):
+        if attempt.runtime is not None or (
+            self._preparer is not None and self._preparer.needed(attempt.spec)
+        ):
             # The attempt's dir and log exist before its build thread does: a stop that comes at
             # once is still written to the attempt's log.
             try:
@@ -389,14 +416,20 @@ class SubprocessRuntime:
 
     def _prepare_and_launch(self, attempt: _Attempt, work_dir: str) -> None:
         """BUILDING: let the preparer fill the work dir, then start (or end, if stopped meanwhile)."""
-        assert self._preparer is not None and attempt.spec is not None
+        assert attempt.spec is not None
 
         def cancelled() -> bool:
             return attempt.kill_reason is not None or self._closing
 
         try:
             assert attempt.log is not None
-            preparation = self._preparer.prepare(attempt.spec, Path(work_dir), attempt.log.system, cancelled)
+            if attempt.runtime is not None:
+                attempt.runtime.prepare(attempt.spec, attempt.log.system)
+            preparation = None
+            if self._preparer is not None and self._preparer.needed(attempt.spec):
+                preparation = self._preparer.prepare(
+                    attempt.spec, Path(work_dir), attempt.log.system, cancelled
+                )
             with self._lock:
                 if attempt.terminal:
                     return  # killed while BUILDING: it has already ended
@@ -457,7 +490,10 @@ class SubprocessRuntime:
                 raise NotFound(f"attempt {attempt_uid} is not on this worker")
             snap = attempt.snapshot()
             pid = attempt.popen.pid if attempt.popen is not None and not attempt.released else None
+            runtime = attempt.runtime
+        extra = runtime.process_status(attempt_uid) if runtime is not None else {}
         return {
+            **extra,
             "attempt_uid": attempt_uid,
             "state": snap.state.value,
             "exit_code": snap.exit_code,
@@ -477,6 +513,14 @@ class SubprocessRuntime:
                 raise FailedPrecondition(f"attempt {attempt_uid} is not running")
             cwd, env = attempt.work_dir, dict(attempt.env)
             lease = attempt.lease
+            # What `iris job profile` needs: the task's root process and where the worker's own
+            # tools (py-spy, memray) are installed.
+            if attempt.popen is not None and attempt.returncode is None:
+                env["IRIS_TASK_PID"] = str(attempt.popen.pid)
+            env["IRIS_WORKER_BIN"] = os.path.dirname(sys.executable)
+            runtime = attempt.runtime
+        if runtime is not None:
+            return run_beside(runtime.exec_argv(attempt_uid, argv), cwd=cwd, env=env, timeout_s=timeout_s)
         if self._isolation is not None and lease is not None:
             argv = self._isolation.wrap(argv, lease.uid)  # as the task's own uid, never as root
         return run_beside(argv, cwd=cwd, env=env, timeout_s=timeout_s)
@@ -623,6 +667,8 @@ class SubprocessRuntime:
         self._starters.shutdown(wait=True)
         if self._spawner is not None:
             self._spawner.shutdown(wait=True)
+        if self._observers is not None:
+            self._observers.shutdown(wait=True)
         self._io.stop()
         self._pids.close()
 
@@ -645,20 +691,17 @@ class SubprocessRuntime:
             task_dir = f"{self._tasks_path}/{uid}"
             shutil.rmtree(task_dir, ignore_errors=True)
             os.mkdir(task_dir, 0o711)
+            os.chmod(task_dir, 0o711)  # the worker's umask (077) would leave it closed to the task
             work_dir, payload = f"{task_dir}/work", f"{task_dir}/callable.pkl"
             os.mkdir(work_dir, 0o700)
         attempt.work_dir, attempt.payload = work_dir, payload
         try:
-            attempt.log = AttemptLogWriter(
-                attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks
-            )
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks)
         except FileExistsError:  # the log of its run before a worker restart: this run starts afresh
             remove_log(attempt.log_path)
             with self._lock:
                 self._line_indexes.pop(uid, None)
-            attempt.log = AttemptLogWriter(
-                attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks
-            )
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks)
         with self._lock:
             self._small_logs.pop(uid, None)  # an earlier run's (a re-dispatch after retention forgot it)
             self._changed_locked(uid)
@@ -676,8 +719,9 @@ class SubprocessRuntime:
                     port for a in self._unreleased.values() if not a.terminal for port in a.ports.values()
                 }
                 attempt.ports = ports = allocate_ports(spec.ports, taken)
+        runtime = attempt.runtime
         env = build_attempt_env(
-            self._base_env,
+            self._base_env if runtime is None else {},
             spec,
             controller_url=self.controller_url,
             worker_id=self.worker_id,
@@ -686,10 +730,13 @@ class SubprocessRuntime:
         )
         if preparation is not None:
             env.update(preparation.env)
-            if preparation.path_prepend:
+            if preparation.path_prepend and runtime is None:
                 env["PATH"] = os.pathsep.join([*preparation.path_prepend, env.get("PATH", os.defpath)])
+        device_env: Mapping[str, str] = {}
         if self._devices is not None:
-            env.update(self._devices.acquire(spec))  # released with the attempt, on every path
+            device_env = self._devices.acquire(spec)  # released with the attempt, on every path
+            env.update(device_env)
+        task_uid: int | None = None
         if self._isolation is not None:
             lease = self._isolation.pool.acquire()
             with self._lock:
@@ -698,7 +745,17 @@ class SubprocessRuntime:
             if spec.entrypoint.kind != "command":
                 os.chown(attempt.payload, lease.uid, lease.uid)
             env["HOME"] = work_dir
-            argv = self._isolation.wrap(argv, lease.uid)
+            task_uid = lease.uid
+            if runtime is None:
+                argv = self._isolation.wrap(argv, lease.uid)
+        if runtime is not None:
+            if not self._containers_marked:
+                self._containers_marker.touch()
+                self._containers_marked = True
+            # The container gets the task env; its launcher (the CLI) runs with the worker's.
+            argv, env = runtime.start(
+                Launch(spec, argv, env, work_dir, task_uid=task_uid, device_env=device_env)
+            )
         attempt.env = env
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -709,6 +766,7 @@ class SubprocessRuntime:
             "stdout": out_w,
             "stderr": err_w,
             "start_new_session": True,
+            "umask": TASK_UMASK,  # the usual one; the worker's own (077) keeps its state dir private
             # Popen would join the name to every PATH directory at every start.
             "executable": resolve_executable(argv[0], env.get("PATH", os.defpath)),
         }
@@ -727,9 +785,17 @@ class SubprocessRuntime:
         try:
             pidfd = os.pidfd_open(popen.pid)
             info = read_proc(popen.pid)
-            record = PidRecord(attempt.uid, popen.pid, info.start_ticks if info else 0, self._boot_id)
+            task_uid = attempt.lease.uid if attempt.lease is not None else -1
+            record = PidRecord(
+                attempt.uid, popen.pid, info.start_ticks if info else 0, self._boot_id, task_uid
+            )
             self._pids.started(record)
-            attempt.log.system(f"started process {popen.pid}: {_describe(spec)}")
+            if runtime is None:
+                attempt.log.system(f"started process {popen.pid}: {_describe(spec)}")
+            else:
+                attempt.log.system(
+                    f"started {runtime.name} (process {popen.pid}) in image {spec.image}: {_describe(spec)}"
+                )
         except BaseException:
             signal_group(popen.pid, signal.SIGKILL)
             popen.wait()
@@ -743,7 +809,8 @@ class SubprocessRuntime:
             attempt.open_fds = {out_r: "stdout", err_r: "stderr"}
             attempt.state = TaskState.RUNNING
             attempt.started_at = time.time()
-            attempt.memory_limit = spec.resources.memory_bytes
+            # A container's memory is limited (and its OOM reported) by the engine's cgroup.
+            attempt.memory_limit = spec.resources.memory_bytes if runtime is None else 0
             if spec.timeout_s:
                 attempt.deadline = time.monotonic() + spec.timeout_s
             pending_kill = attempt.kill_reason
@@ -841,6 +908,32 @@ class SubprocessRuntime:
         # The main process is gone: nothing of its tree may outlive it.
         signal_group(attempt.pgid, signal.SIGKILL)
         signal_identified(attempt.outsiders.copy(), signal.SIGKILL)
+        if attempt.runtime is not None:
+            # Inspecting and removing a container takes CLI calls: off the io loop's thread.
+            if self._observers is None:
+                with self._lock:
+                    if self._observers is None:
+                        self._observers = ThreadPoolExecutor(
+                            max_workers=STARTER_THREADS, thread_name_prefix="iris-observe"
+                        )
+            self._observers.submit(self._observe_exit, attempt, returncode)
+            return
+        self._exited(attempt, returncode)
+
+    def _observe_exit(self, attempt: _Attempt, returncode: int) -> None:
+        assert attempt.runtime is not None
+        try:
+            facts = attempt.runtime.observe(attempt.uid, returncode)
+        except Exception:
+            logger.exception("observing the end of attempt %s failed", attempt.uid)
+            facts = None
+        if facts is not None and facts.oom:
+            with self._lock:
+                if attempt.kill_reason is None:
+                    attempt.kill_reason, attempt.kill_message = KillReason.OOM, facts.message
+        self._exited(attempt, returncode)
+
+    def _exited(self, attempt: _Attempt, returncode: int) -> None:
         with self._lock:
             attempt.returncode = returncode
             attempt.eof_deadline = time.monotonic() + self._eof_grace_s
@@ -878,6 +971,11 @@ class SubprocessRuntime:
         attempt.log.close()
         whole = attempt.log.take_whole()
         released = self._tree_gone(attempt)
+        if not released and attempt.lease is not None:
+            # Its main process has ended: what is left of its uid (a detached child) dies now,
+            # before the uid can go to another attempt.
+            self._kill_uid_leftovers(attempt)
+            released = self._tree_gone(attempt)
         if released:
             self._pids.ended(attempt.uid)
         with self._lock:
@@ -894,10 +992,21 @@ class SubprocessRuntime:
     def _tree_gone(self, attempt: _Attempt) -> bool:
         if group_alive(attempt.pgid):
             return False
-        return all(
+        if not all(
             (info := read_proc(pid)) is None or info.start_ticks != ticks or info.dead
             for pid, ticks in attempt.outsiders.copy().items()
-        )
+        ):
+            return False
+        # Isolated: its uid goes back to the pool only when no process of it is left at all.
+        lease = attempt.lease
+        return lease is None or not uid_processes({lease.uid})
+
+    @staticmethod
+    def _kill_uid_leftovers(attempt: _Attempt, sig: int = signal.SIGKILL) -> None:
+        """Signal every process of the attempt's own uid (detached, re-grouped, env cleared: all)."""
+        lease = attempt.lease
+        if lease is not None:
+            signal_identified(uid_processes({lease.uid}), sig)
 
     def _ended_locked(self, uid: str, whole_log: bytes | None) -> None:
         """Number an end, keeping the attempt's whole log if it stayed small (``take_finished_log``)."""
@@ -973,6 +1082,7 @@ class SubprocessRuntime:
         self._note_outsiders(attempt, table, process_tree(table, popen.pid, attempt.pgid))
         signal_group(attempt.pgid, sig)
         signal_identified(attempt.outsiders.copy(), sig)
+        self._kill_uid_leftovers(attempt, sig)
 
     @staticmethod
     def _note_outsiders(attempt: _Attempt, table: ProcTable, tree: set[int]) -> None:
@@ -1031,6 +1141,7 @@ class SubprocessRuntime:
                     # On the io thread: it owns the pipe fds, so none can be closed and reused meanwhile.
                     self._io.call_soon(lambda a=attempt: self._handle_stuck_pipes(a))
         for attempt in unreleased:
+            self._kill_uid_leftovers(attempt)
             if self._tree_gone(attempt):
                 self._pids.ended(attempt.uid)
                 with self._lock:

@@ -52,6 +52,8 @@ class WorkerConfig:
     task_uids: tuple[int, int] | None = DEFAULT_TASK_UIDS
     # Kill every attempt when not reconciled for this long (None: what the controller advises).
     fence_after_s: float | None = None
+    # The docker-compatible CLI that runs attempts whose job names an image ($IRIS_CONTAINER_CLI).
+    container_cli: str = "docker"
 
 
 def build_worker_config(
@@ -128,6 +130,7 @@ def build_worker_config(
         attributes=attributes,
         slice_id=slice_id,
         scale_group=scale_group,
+        container_cli=env.get("IRIS_CONTAINER_CLI") or "docker",
         state_dir=Path(state_dir).expanduser() if state_dir else None,
         ready_file=Path(ready_file).expanduser() if ready_file else None,
         reregister_after_s=reregister,

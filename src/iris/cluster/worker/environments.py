@@ -123,6 +123,8 @@ class EnvironmentBuilder:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._isolation = isolation
+        if isolation is not None:
+            os.chmod(self.directory, 0o711)  # task uids reach their environment, but cannot list them
         self.python = python
         self._uv = list(uv) if uv is not None else None
         self._timeout_s = timeout_s

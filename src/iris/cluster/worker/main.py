@@ -16,7 +16,9 @@ from pathlib import Path
 import uvicorn
 
 from iris.cluster.runtime import SubprocessRuntime
+from iris.cluster.runtime.container import ContainerTaskRuntime
 from iris.cluster.runtime.isolation import Isolation, probe, reexec_with_private_proc
+from iris.cluster.runtime.private_state import make_private, private_umask
 from iris.cluster.worker.config import (
     WorkerConfig,
     WorkerConfigError,
@@ -124,6 +126,7 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     """
     if config.task_uids is not None:
         reexec_with_private_proc()  # once, before any thread: attempts are born with /proc hidden
+    private_umask()  # logs, pid records, bundles: 0600 from birth (tasks get the usual 022)
     try:
         configure_logging(log_format, log_file)
     except (ValueError, OSError) as exc:
@@ -137,7 +140,9 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     address = f"{advertised_host(config.host)}:{port}"
     state_dir = config.state_dir or default_state_dir(worker_id)
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
+        # 0700 and every file 0600 (an install from before is repaired); task work dirs and
+        # environments keep the modes the runtime gives them.
+        make_private(state_dir, keep=[state_dir / "tasks", state_dir / "work"])
     except OSError as exc:
         sock.close()
         raise WorkerConfigError(f"cannot create the state dir {state_dir}: {exc.strerror or exc}") from None
@@ -207,7 +212,14 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
         ),
         isolation=isolation,
         devices=DeviceBroker(inventory) if inventory is not None else None,
+        containers=ContainerTaskRuntime(
+            worker_id,
+            cli=config.container_cli,
+            device_dir=str(config.device_dir) if config.device_dir else "/dev",
+        ),
     )
+    if runtime.containers_removed:
+        logger.warning("removed %d containers left by a previous run", len(runtime.containers_removed))
     if runtime.leftovers_killed:
         logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))
     usage = UsageSampler(runtime.live_processes)

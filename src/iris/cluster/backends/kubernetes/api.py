@@ -18,7 +18,7 @@ from lightkube.config.kubeconfig import SingleConfig
 from lightkube.config.models import User
 from lightkube.core import resource as lightkube_resource
 from lightkube.generic_resource import Generic, create_api_info
-from lightkube.types import CascadeType, OnErrorAction, OnErrorResult
+from lightkube.types import CascadeType, OnErrorAction, OnErrorResult, PatchType
 
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
 
@@ -49,6 +49,7 @@ def _dict_resource(group: str, version: str, kind: str, plural: str, *, namespac
 
 
 Pod = _dict_resource("", "v1", "Pod", "pods", namespaced=True)
+Secret = _dict_resource("", "v1", "Secret", "secrets", namespaced=True)
 Node = _dict_resource("", "v1", "Node", "nodes", namespaced=False)
 Event = _dict_resource("", "v1", "Event", "events", namespaced=True)
 _WORKLOADS = {
@@ -187,6 +188,63 @@ class KubeApi:
             return dict(self._client.create(Pod(manifest)))
         except _API_ERRORS as exc:
             raise _error(exc) from exc
+
+    # ------------------------------------------------------------ per-attempt secrets
+
+    def put_secret(self, manifest: dict[str, Any]) -> None:
+        """Create the Secret, or (made by an earlier round whose answer was lost) set its data."""
+        try:
+            self._client.create(Secret(manifest))
+            return
+        except _API_ERRORS as exc:
+            err = _error(exc)
+            if err.status != 409:
+                raise err from exc
+        name = manifest["metadata"]["name"]
+        try:
+            self._client.patch(
+                Secret, name, {"data": manifest["data"]}, namespace=self.namespace,
+                patch_type=PatchType.MERGE,
+            )  # fmt: skip
+        except _API_ERRORS as exc:
+            raise _error(exc) from exc
+
+    def own_secret(self, name: str, pod: dict[str, Any]) -> None:
+        """Make ``pod`` the Secret's owner: the garbage collector deletes it with the pod."""
+        meta = pod.get("metadata") or {}
+        owner = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": meta.get("name", ""),
+            "uid": meta.get("uid", ""),
+            "blockOwnerDeletion": False,
+        }
+        try:
+            self._client.patch(
+                Secret, name, {"metadata": {"ownerReferences": [owner]}}, namespace=self.namespace,
+                patch_type=PatchType.MERGE,
+            )  # fmt: skip
+        except _API_ERRORS as exc:
+            raise _error(exc) from exc
+
+    def get_secret(self, name: str) -> dict[str, Any] | None:
+        try:
+            return dict(self._client.get(Secret, name, namespace=self.namespace))
+        except _API_ERRORS as exc:
+            err = _error(exc)
+            if err.status == 404:
+                return None
+            raise err from exc
+
+    def delete_secret(self, name: str) -> bool:
+        try:
+            self._client.delete(Secret, name, namespace=self.namespace)
+            return True
+        except _API_ERRORS as exc:
+            err = _error(exc)
+            if err.status == 404:
+                return False
+            raise err from exc
 
     def get_pod(self, name: str) -> dict[str, Any] | None:
         try:

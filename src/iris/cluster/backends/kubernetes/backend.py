@@ -47,7 +47,7 @@ from iris.cluster.backends.kubernetes.plan import (
     pod_attempt_uid,
     to_observation,
 )
-from iris.cluster.backends.kubernetes.pods import PodSpecError, build_pod
+from iris.cluster.backends.kubernetes.pods import PodSpecError, attempt_secret, build_pod
 from iris.cluster.backends.kubernetes.status import is_kueue_gated, is_terminal_pod, map_pod_status
 from iris.cluster.types import AttemptRef, DesiredGroup, GroupReport, TaskTarget
 from iris.rpc.enums import TaskState
@@ -181,17 +181,29 @@ class KubernetesBackend:
     def _create(self, item: PodCreate) -> tuple[str, AttemptObservation]:
         uid = item.attempt_uid
         try:
+            secret = attempt_secret(item.spec, self.config, self.controller_url)
+            secret_name = secret["metadata"]["name"] if secret is not None else None
             manifest = build_pod(
                 item.spec,
                 self.config,
                 controller_url=self.controller_url,
                 backend_id=self.backend_id,
                 bundle_token=item.spec.env.get("IRIS_TOKEN"),  # the job's own token fetches its bundle
+                secret_name=secret_name,
             )
         except PodSpecError as err:
             message = f"cannot run on Kubernetes: {err}"
             return uid, _observation(uid, TaskState.FAILED, message, error=message, released=True)
         name = manifest["metadata"]["name"]
+        if secret is not None and secret_name is not None:
+            # The job token lives in a Secret of this attempt, not in the pod spec; it goes with the pod.
+            try:
+                self._api.put_secret(secret)
+            except KubeApiError as err:
+                logger.warning("creating secret %s failed (will retry): %s", secret_name, err)
+                return uid, _observation(
+                    uid, TaskState.ASSIGNED, f"could not create the secret of pod {name} (will retry): {err}"
+                )
         try:
             pod: dict[str, Any] | None = self._api.create_pod(manifest)
         except KubeApiError as err:
@@ -199,6 +211,8 @@ class KubernetesBackend:
                 pod = self._get_quietly(name)
             elif err.status in (400, 422) or _denied_by_webhook(err):
                 message = _refusal(name, err)
+                if secret_name is not None:
+                    self._forget_secret(secret_name)
                 return uid, _observation(uid, TaskState.FAILED, message, error=message, released=True)
             else:
                 logger.warning("creating pod %s failed (will retry): %s", name, err)
@@ -207,6 +221,11 @@ class KubernetesBackend:
                 )
         if pod is None:
             return uid, _observation(uid, TaskState.ASSIGNED, f"pod {name} is being created")
+        if secret_name is not None:
+            try:
+                self._api.own_secret(secret_name, pod)
+            except KubeApiError as err:  # the pod runs; its secret outlives it (labelled by attempt)
+                logger.warning("making pod %s own secret %s failed: %s", name, secret_name, err)
         obs = map_pod_status(pod, now=time.time(), image_pull_grace_s=self.config.image_pull_grace_s)
         return uid, to_observation(uid, obs)
 
@@ -216,6 +235,12 @@ class KubernetesBackend:
         except KubeApiError as err:
             # The pod is still listed next round, and deleted then.
             logger.warning("deleting %s pod %s failed (will retry): %s", item.why, item.name, err)
+
+    def _forget_secret(self, name: str) -> None:
+        try:
+            self._api.delete_secret(name)
+        except KubeApiError as err:
+            logger.warning("deleting secret %s failed: %s", name, err)
 
     def _get_quietly(self, name: str) -> dict[str, Any] | None:
         try:

@@ -95,7 +95,9 @@ class KubernetesBackendConfig(BaseModel):
         "`cloud.google.com/gke-tpu-topology`.",
     )
     terminal_pod_retention_s: float = Field(default=600.0, ge=0)
-    image_pull_grace_s: float = Field(default=120.0, ge=0)
+    # How long a pod may wait on an image pull error (ErrImagePull, ImagePullBackOff) before its
+    # attempt ends with failure kind "image" and the pod is deleted (InvalidImageName: at once).
+    image_pull_grace_s: float = Field(default=300.0, ge=0)
     # Concurrent API requests used to create/delete pods within one reconcile.
     max_concurrent_requests: int = Field(default=32, ge=1, le=256)
     request_timeout_s: float = Field(default=30.0, gt=0)

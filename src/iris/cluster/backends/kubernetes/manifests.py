@@ -37,6 +37,8 @@ SYSTEM_PRIORITY = 100_000
 ROLE_RULES: list[dict[str, Any]] = [
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete", "get", "list", "watch"]},
     {"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]},
+    # One Secret per attempt holds its job token (and the job's secrets), owned by its pod.
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "patch", "get", "delete"]},
     # Websocket exec is a GET upgraded in place; newer API servers authorize it as create.
     {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["create", "get"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},

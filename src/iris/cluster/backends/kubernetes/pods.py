@@ -7,6 +7,7 @@ retries by creating a new attempt (a new pod name). Kueue sees the pod through i
 
 from __future__ import annotations
 
+import base64
 import re
 import shlex
 from pathlib import Path
@@ -120,6 +121,10 @@ class PodSpecError(ValueError):
     """The attempt cannot be expressed as a Pod; retrying the same spec cannot help."""
 
 
+# The job's image_pull_policy as Kubernetes spells it.
+PULL_POLICIES = {"if-not-present": "IfNotPresent", "always": "Always", "never": "Never"}
+
+
 def build_pod(
     spec: RunSpec,
     config: KubernetesBackendConfig,
@@ -127,10 +132,13 @@ def build_pod(
     controller_url: str,
     backend_id: str,
     bundle_token: str | None = None,
+    secret_name: str | None = None,
 ) -> dict[str, Any]:
     """The Pod manifest (a plain dict, ready for JSON) for one attempt.
 
     ``bundle_token`` (a credential scoped to reading the bundle) goes to the init container only.
+    With ``secret_name`` (the attempt's Secret, see :func:`attempt_secret`) the job token and the
+    job's secrets are references to it (``valueFrom.secretKeyRef``), not values in the pod spec.
     """
     labels = {
         LABEL_MANAGED: "true",
@@ -164,6 +172,8 @@ def build_pod(
         annotations[KUEUE_RETRIABLE_IN_GROUP] = "false"
     if config.service_account:
         pod_spec["serviceAccountName"] = config.service_account
+    else:  # the namespace's default account: a task has no use for its API token
+        pod_spec["automountServiceAccountToken"] = False
 
     node_selector, match_expressions = node_placement(spec.constraints)
     device_selector, tolerations = accelerator_placement(spec, config)
@@ -184,10 +194,11 @@ def build_pod(
 
     container: dict[str, Any] = {
         "name": TASK_CONTAINER,
-        "image": config.default_image,
+        "image": spec.image or config.default_image,
         "command": [escape_expansion(arg) for arg in container_command(spec)],
-        "env": [{"name": k, "value": escape_expansion(v)} for k, v in task_env(spec, controller_url).items()],
+        "env": env_entries(task_env(spec, controller_url), secret_name, secret_keys(spec)),
         "resources": container_resources(spec, config),
+        **({"imagePullPolicy": PULL_POLICIES[spec.image_pull_policy]} if spec.image else {}),
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
@@ -196,7 +207,8 @@ def build_pod(
         container["volumeMounts"] = [mount]
         container["workingDir"] = WORKSPACE_DIR
         pod_spec["volumes"] = [{"name": WORKSPACE_VOLUME, "emptyDir": {}}]
-        pod_spec["initContainers"] = [bundle_init_container(spec, config, controller_url, bundle_token)]
+        init = bundle_init_container(spec, config, controller_url, bundle_token, secret_name)
+        pod_spec["initContainers"] = [init]
     pod_spec["containers"] = [container]
     return {
         "apiVersion": "v1",
@@ -212,7 +224,11 @@ def build_pod(
 
 
 def bundle_init_container(
-    spec: RunSpec, config: KubernetesBackendConfig, controller_url: str, token: str | None
+    spec: RunSpec,
+    config: KubernetesBackendConfig,
+    controller_url: str,
+    token: str | None,
+    secret_name: str | None = None,
 ) -> dict[str, Any]:
     """Fetches ``spec.bundle_id`` from the controller, checks its sha256 and unpacks it into the
     shared workspace volume before the task container starts."""
@@ -222,13 +238,17 @@ def bundle_init_container(
         "IRIS_CONTROLLER_URL": controller_url,
         "IRIS_WORKDIR": WORKSPACE_DIR,
     }
-    if token:
-        env[BUNDLE_TOKEN_ENV] = token
+    entries = env_entries(env, None, set())
+    if token and secret_name and TOKEN_ENV in secret_keys(spec):
+        ref = {"name": secret_name, "key": TOKEN_ENV}
+        entries.append({"name": BUNDLE_TOKEN_ENV, "valueFrom": {"secretKeyRef": ref}})
+    elif token:
+        entries.append({"name": BUNDLE_TOKEN_ENV, "value": escape_expansion(token)})
     return {
         "name": BUNDLE_INIT_CONTAINER,
         "image": config.default_image,
         "command": ["python", "-c", escape_expansion(BUNDLE_INIT_SCRIPT)],
-        "env": [{"name": k, "value": escape_expansion(v)} for k, v in env.items()],
+        "env": entries,
         "volumeMounts": [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "terminationMessagePolicy": "FallbackToLogsOnError",
@@ -244,6 +264,56 @@ def pod_security_context(config: KubernetesBackendConfig) -> dict[str, Any]:
         uid = config.run_as_user
         context.update(runAsNonRoot=True, runAsUser=uid, runAsGroup=uid, fsGroup=uid)
     return context
+
+
+TOKEN_ENV = "IRIS_TOKEN"
+
+
+def secret_keys(spec: RunSpec) -> set[str]:
+    """The task variables that are credentials: its job token and the job's secrets."""
+    keys = set(spec.secret_env)
+    if TOKEN_ENV in spec.env:
+        keys.add(TOKEN_ENV)
+    return keys
+
+
+def secret_name_of(pod: str) -> str:
+    """The attempt's Secret, named after its pod (a DNS subdomain; pod names are at most 63)."""
+    return f"{pod}-env"
+
+
+def attempt_secret(
+    spec: RunSpec, config: KubernetesBackendConfig, controller_url: str
+) -> dict[str, Any] | None:
+    """The attempt's own Secret (job token, job secrets), or None when it has no credential. The
+    backend creates it before the pod and then makes the pod its owner, so it is deleted with it."""
+    env = task_env(spec, controller_url)
+    data = {k: env[k] for k in sorted(secret_keys(spec)) if k in env}
+    if not data:
+        return None
+    pod = pod_name(spec.task_id, spec.attempt_uid)
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": secret_name_of(pod),
+            "namespace": config.namespace,
+            "labels": {LABEL_MANAGED: "true", LABEL_ATTEMPT_UID: label_value(spec.attempt_uid)},
+        },
+        "data": {k: base64.b64encode(v.encode("utf-8", "surrogateescape")).decode() for k, v in data.items()},
+    }
+
+
+def env_entries(env: dict[str, str], secret_name: str | None, secret: set[str]) -> list[dict[str, Any]]:
+    """Container env: plain values (``$`` escaped), or references into the attempt's Secret."""
+    out: list[dict[str, Any]] = []
+    for k, v in env.items():
+        if secret_name and k in secret:
+            out.append({"name": k, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": k}}})
+        else:
+            out.append({"name": k, "value": escape_expansion(v)})
+    return out
 
 
 def escape_expansion(text: str) -> str:

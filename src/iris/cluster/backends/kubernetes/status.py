@@ -234,7 +234,12 @@ def _pending(
     reason = waiting.get("reason") or ""
     detail = waiting.get("message") or ""
     if reason in IMAGE_PULL_REASONS or reason in START_FAILURE_REASONS:
-        what = "image could not be pulled" if reason in IMAGE_PULL_REASONS else "container could not start"
+        if reason in IMAGE_PULL_REASONS:
+            # Starts with "image <name>": the controller's failure kind "image".
+            image = (container or {}).get("image") or _spec_image(spec) or "of the task"
+            what = f"image {image} could not be pulled"
+        else:
+            what = "container could not start"
         message = f"{what}: {_join(reason, detail)}"
         since = _scheduled_at(pod, scheduled)
         if reason == "InvalidImageName" or (since is not None and now - since >= image_pull_grace_s):
@@ -245,6 +250,13 @@ def _pending(
     if reason:
         return PodObservation(TaskState.BUILDING, message=f"starting{where}: {_join(reason, detail)}")
     return PodObservation(TaskState.BUILDING, message=f"starting{where}")
+
+
+def _spec_image(spec: dict[str, Any]) -> str | None:
+    for container in spec.get("containers") or ():
+        if container.get("name") == TASK_CONTAINER:
+            return container.get("image")
+    return None
 
 
 def _task_container_status(status: dict[str, Any]) -> dict[str, Any] | None:

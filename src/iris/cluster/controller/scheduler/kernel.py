@@ -9,11 +9,20 @@ pass. Every task left unassigned gets a ``PendingReason``, computed once per sha
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from .fleet import Fleet, Shape
 from .gangs import place_gang
-from .model import PendingReason, Preemption, RunningTask, SchedulingResult, TaskRequest, WorkerView
+from .gates import EVERYONE, Budget, Held, gate, held_by_user
+from .model import (
+    PendingReason,
+    Preemption,
+    Resources,
+    RunningTask,
+    SchedulingResult,
+    TaskRequest,
+    WorkerView,
+)
 from .ordering import BAND_RANK, Gang, build_units, order_units
 from .preemption import Reclaimer
 from .reasons import Reason, preempting_reason, queued_reason, shape_reason
@@ -30,6 +39,8 @@ def schedule(
     *,
     allow_preemption: bool = True,
     max_assignments: int | None = None,
+    budgets: Mapping[str, Budget] | None = None,
+    recent_usage: Mapping[str, float] | None = None,
 ) -> SchedulingResult:
     """Decide where pending tasks run now, what to preempt, and why the rest wait.
 
@@ -37,12 +48,17 @@ def schedule(
     ``max_assignments`` caps placements in this pass; a gang that does not fit in what is left
     of the cap waits (code "queued"), unless nothing has been placed yet in the pass, so a gang
     larger than the cap is still placed, alone.
+    ``budgets`` (user -> Budget, ``"*"`` for everyone else): the gates (gates.py) hold a unit
+    whose user is at the budget. ``recent_usage`` (user -> decayed cpu-seconds): fair share
+    among users of one band (ordering.py).
     """
     fleet = Fleet(workers)
     reclaimer = None
     if running and (allow_preemption or any(t.stopping for t in running)):
         reclaimer = Reclaimer(fleet, running, allow_preemption)
-    ordered = order_units(build_units(pending))
+    ordered = order_units(build_units(pending), recent_usage)
+    budgets = budgets or {}
+    held = held_by_user(running, None if EVERYONE in budgets else budgets) if budgets else {}
     limit = len(pending) if max_assignments is None else max(0, max_assignments)
 
     assignments: list[tuple[str, str]] = []
@@ -60,18 +76,33 @@ def schedule(
             if assignments and len(unit.members) > limit - len(assignments):
                 waiting.extend((member, _QUEUED) for member in unit.members)
                 continue
+            head = unit.head
+            if budgets:
+                held_back = gate(head.user, head.resources, len(unit.members), budgets, held)
+                if held_back is not None:
+                    waiting.extend((member, held_back) for member in unit.members)
+                    continue
             outcome = place_gang(unit, fleet, reclaimer)
             assignments.extend((member.task_id, ids[i]) for member, i in outcome.placed)
             preemptions.extend(outcome.preemptions)
             if outcome.cause is not None:
                 waiting.extend((member, outcome.cause) for member in unit.members)
+            elif budgets:
+                charge(held, head.user, head.resources, len(outcome.placed))
             continue
         task = unit
+        if budgets:
+            held_back = gate(task.user, task.resources, 1, budgets, held)
+            if held_back is not None:
+                waiting.append((task, held_back))
+                continue
         shape = shape_for(task)
         if not shape.exhausted:
             i = pick(shape)
             if i >= 0:
                 assignments.append((task.task_id, ids[i]))
+                if budgets:
+                    charge(held, task.user, task.resources, 1)
                 continue
         if reclaimer is not None and shape.feasible:
             cause = _free_capacity_for(task, shape, reclaimer, preemptions)
@@ -125,3 +156,11 @@ def _pending_reasons(
             code, message = cause
         reasons[task.task_id] = PendingReason(code, message, positions[band])
     return reasons
+
+
+def charge(held: dict[str, Held], user: str, resources: Resources, count: int) -> None:
+    """What a placement gives ``user``, for the gates of the rest of the pass."""
+    h = held.get(user)
+    if h is None:
+        h = held[user] = Held()
+    h.add(resources, count)

@@ -40,6 +40,18 @@ function query(params) {
 const TOKEN_KEY = "iris_token";
 let asking = null;
 
+// `iris cluster start --local` prints the dashboard's URL with its one-time token
+// (http://127.0.0.1:PORT/?token=...): keep the token in this browser and take it out of the URL
+// (history, bookmarks and screenshots then do not carry it).
+(function adoptTokenFromUrl() {
+  const url = new URL(window.location.href);
+  const token = url.searchParams.get("token");
+  if (!token) return;
+  localStorage.setItem(TOKEN_KEY, token.trim());
+  url.searchParams.delete("token");
+  window.history.replaceState(window.history.state, "", url.pathname + url.search + url.hash);
+})();
+
 function authHeaders() {
   const token = localStorage.getItem(TOKEN_KEY);
   return token ? { Authorization: `Bearer ${token}` } : {};
@@ -62,7 +74,12 @@ async function request(method, path, params, retried = false) {
   try {
     resp = await fetch(path + query(params), {
       method,
-      headers: { Accept: "application/json", ...authHeaders() },
+      // Writes say JSON: a controller without tokens refuses other types (what a page can forge).
+      headers: {
+        Accept: "application/json",
+        ...(method === "GET" ? {} : { "Content-Type": "application/json" }),
+        ...authHeaders(),
+      },
       cache: "no-store",
     });
   } catch (err) {

@@ -1,0 +1,346 @@
+"""Attempts in container images, driven through the docker CLI (binary configurable: podman works).
+
+Each attempt is one ``docker run`` in the foreground: the CLI's stdout/stderr are the attempt's
+pipes (so logs go to the same attempt log and shipper as processes), its exit code is the task's,
+and SIGTERM to it reaches the task (``--sig-proxy`` and ``--init``). The container:
+
+- ``--network host``, ``--init``, ``--cpus``/``--memory`` from the attempt's resources, ``--shm-size``,
+  ``--device`` for each allocated device, ``--ulimit core=0`` (nofile stays the engine's default,
+  within the host's hard limit);
+- ``--cap-drop ALL``, ``--security-opt no-new-privileges``, ``--user`` the attempt's own uid under
+  isolation;
+- the attempt's work dir (its workspace bundle) bind-mounted at the same path and used as the
+  working dir, exactly where a process attempt runs;
+- labels ``iris.managed``, ``iris.attempt``, ``iris.job``, ``iris.task``, ``iris.worker``: a restarted
+  worker (or its watchdog) finds and removes what a previous run left.
+
+Images: ``image inspect``, then ``pull`` under a per-image lock (at most ``PULL_ATTEMPTS`` pulls, the
+CLI's progress lines in the attempt log); a failure is one sentence starting with ``image <name>``
+(failure kind ``image``). The container runs with ``--rm`` (removed by the engine before the CLI
+returns); exit 137 with a memory limit reads as OOM-killed (``State.OOMKilled`` when the container is
+still there); a CLI killed before its container ended is followed by ``rm -f``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from iris.cluster.runtime.task_runtime import ExitFacts, Launch
+from iris.rpc.models import RunSpec
+from iris.rpc.units import format_bytes
+
+logger = logging.getLogger(__name__)
+
+PULL_ATTEMPTS = 2
+DEFAULT_PULL_TIMEOUT_S = 600.0
+# An image seen present is trusted this long before it is inspected again (if-not-present).
+_PRESENT_TTL_S = 60.0
+_CLI_TIMEOUT_S = 60.0
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+MANAGED_LABEL = "iris.managed"
+
+
+def default_cli() -> str:
+    """``$IRIS_CONTAINER_CLI``, else ``docker``."""
+    return os.environ.get("IRIS_CONTAINER_CLI") or "docker"
+
+
+def container_name(worker_id: str, attempt_uid: str) -> str:
+    return _NAME_UNSAFE.sub("_", f"iris-{attempt_uid}-{worker_id}")[:200]
+
+
+class ImageUnavailable(Exception):
+    """The attempt's image cannot be had; the message is one sentence starting with ``image <name>``."""
+
+
+class ContainerTaskRuntime:
+    """The ``TaskRuntime`` of attempts whose spec names an image."""
+
+    name = "container"
+
+    def __init__(
+        self,
+        worker_id: str,
+        *,
+        cli: str | None = None,
+        env: Mapping[str, str] | None = None,
+        pull_timeout_s: float = DEFAULT_PULL_TIMEOUT_S,
+        device_dir: str = "/dev",
+    ) -> None:
+        self.worker_id = worker_id
+        binary = cli or default_cli()
+        self.cli = shutil.which(binary) or binary
+        self._env = dict(os.environ if env is None else env)
+        self._env.pop("IRIS_TOKEN", None)
+        self._pull_timeout_s = pull_timeout_s
+        self._device_dir = device_dir
+        self._locks_lock = threading.Lock()
+        self._image_locks: dict[str, threading.Lock] = {}
+        self._present: dict[str, float] = {}
+        self._limits: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ TaskRuntime
+
+    def needed(self, spec: RunSpec) -> bool:
+        return spec.image is not None
+
+    def prepare(self, spec: RunSpec, log: Callable[[str], None]) -> None:
+        from iris.cluster.runtime.subprocess_runtime import PreparationError
+
+        assert spec.image is not None
+        if spec.entrypoint.kind != "command":
+            raise PreparationError(
+                f"could not run a Python callable in image {spec.image}: callables run as processes "
+                "only; submit a command (e.g. python3 train.py) to use an image."
+            )
+        try:
+            self.ensure_image(spec.image, spec.image_pull_policy, log)
+        except ImageUnavailable as exc:
+            raise PreparationError(str(exc)) from None
+
+    def start(self, launch: Launch) -> tuple[list[str], dict[str, str]]:
+        spec = launch.spec
+        assert spec.image is not None
+        uid = spec.attempt_uid
+        work_dir = launch.work_dir
+        args = [
+            self.cli,
+            "run",
+            "--rm",
+            "--name",
+            container_name(self.worker_id, uid),
+            "--init",
+            "--network",
+            "host",
+            "--cap-drop",
+            "ALL",
+            "--security-opt",
+            "no-new-privileges",
+            "--ulimit",
+            "core=0",
+            "--label",
+            f"{MANAGED_LABEL}=true",
+            "--label",
+            f"iris.attempt={uid}",
+            "--label",
+            f"iris.job={spec.job_id}",
+            "--label",
+            f"iris.task={spec.task_id}",
+            "--label",
+            f"iris.worker={self.worker_id}",
+            "-v",
+            f"{work_dir}:{work_dir}",
+            "-w",
+            work_dir,
+        ]
+        resources = spec.resources
+        if resources.cpu_millicores:
+            args += ["--cpus", f"{resources.cpu_millicores / 1000:g}"]
+        memory = resources.memory_bytes
+        if memory:
+            args += ["--memory", str(memory), "--memory-swap", str(memory)]
+            self._limits[uid] = memory
+        args += ["--shm-size", str(max(64 << 20, memory // 2))]
+        if launch.task_uid is not None:
+            args += ["--user", f"{launch.task_uid}:{launch.task_uid}"]
+        for node in device_nodes(launch.device_env, self._device_dir):
+            args += ["--device", node]
+        env = dict(self._env)
+        for key, value in launch.env.items():
+            args += ["-e", key]  # the value comes from the CLI's own environment: not on argv
+            env[key] = value
+        args.append(spec.image)
+        args += list(launch.argv)
+        return args, env
+
+    def observe(self, attempt_uid: str, returncode: int) -> ExitFacts:
+        name = container_name(self.worker_id, attempt_uid)
+        limit = self._limits.pop(attempt_uid, 0)
+        facts = ExitFacts()
+        if returncode < 0:
+            # The CLI itself was killed (after the stop grace, or by a fence): the container may
+            # still run, and ``--rm`` only removes it once it exits.
+            self.release(attempt_uid)
+            return facts
+        # ``--rm``: the engine removed the container before the CLI exited (nothing to inspect), so
+        # a memory-limited container that died of SIGKILL (137) is taken as OOM-killed; a container
+        # still there (the engine could not remove it) is inspected for State.OOMKilled.
+        if returncode != 0:
+            state = self._inspect_state(name) if returncode == 137 else None
+            oom = bool(state.get("OOMKilled")) if state else (returncode == 137 and limit > 0)
+            if oom:
+                size = format_bytes(limit) if limit else "its limit"
+                facts = ExitFacts(
+                    oom=True,
+                    message=f"out of memory (the container was OOM-killed): used {size}, limit {size}",
+                    exit_code=137,
+                )
+            if state is not None:
+                self.release(attempt_uid)
+        return facts
+
+    def kill(self, attempt_uid: str, grace_s: float) -> None:
+        # SIGTERM to the attempt's ``docker run`` reaches the task (sig-proxy, --init); if the CLI
+        # is SIGKILLed after the grace, ``observe`` removes the container with ``rm -f``.
+        return None
+
+    def exec_argv(self, attempt_uid: str, argv: Sequence[str]) -> list[str]:
+        return [self.cli, "exec", container_name(self.worker_id, attempt_uid), *argv]
+
+    def process_status(self, attempt_uid: str) -> dict[str, Any]:
+        return {"container": container_name(self.worker_id, attempt_uid)}
+
+    def usage(self, attempt_uid: str) -> int | None:
+        return None
+
+    def adopt(self, live_attempt_uids: frozenset[str]) -> list[str]:
+        """Containers a previous run of this worker left: the live attempts' are kept, the rest removed."""
+        listed = self._run(
+            [
+                "ps",
+                "-a",
+                "--filter",
+                f"label=iris.worker={self.worker_id}",
+                "--format",
+                '{{.Names}}\t{{.Label "iris.attempt"}}',
+            ]
+        )
+        if listed.returncode != 0:
+            return []
+        stale = []
+        for line in listed.stdout.splitlines():
+            name, _, uid = line.partition("\t")
+            if name and uid not in live_attempt_uids:
+                stale.append(name)
+        if stale:
+            self._run(["rm", "-f", *stale])
+        return stale
+
+    def release(self, attempt_uid: str) -> None:
+        self._limits.pop(attempt_uid, None)
+        self._run(["rm", "-f", container_name(self.worker_id, attempt_uid)])
+
+    # ------------------------------------------------------------------ images
+
+    def ensure_image(self, image: str, policy: str, log: Callable[[str], None]) -> None:
+        """Have ``image`` locally per ``policy``; raises ImageUnavailable (one sentence)."""
+        if policy != "always":
+            seen = self._present.get(image)
+            if seen is not None and time.monotonic() - seen < _PRESENT_TTL_S:
+                return
+        with self._lock_for(image):
+            if policy != "always":
+                seen = self._present.get(image)
+                if seen is not None and time.monotonic() - seen < _PRESENT_TTL_S:
+                    return
+                if self._run(["image", "inspect", "--format", "{{.Id}}", image]).returncode == 0:
+                    self._present[image] = time.monotonic()
+                    return
+                if policy == "never":
+                    raise ImageUnavailable(
+                        f"image {image} is not on this worker and its pull policy is never."
+                    )
+            reason = ""
+            for number in range(1, PULL_ATTEMPTS + 1):
+                log(f"pulling image {image} (pull {number} of {PULL_ATTEMPTS})")
+                reason = self._pull(image, log)
+                if not reason:
+                    self._present[image] = time.monotonic()
+                    log(f"pulled image {image}")
+                    return
+                log(f"pull {number} of image {image} failed: {reason}")
+            raise ImageUnavailable(f"image {image} could not be pulled: {reason}")
+
+    def _pull(self, image: str, log: Callable[[str], None]) -> str:
+        """'' on success, else the CLI's last error line."""
+        try:
+            proc = subprocess.Popen(
+                [self.cli, "pull", image],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=self._env,
+                text=True,
+                errors="replace",
+            )
+        except OSError as exc:
+            return f"could not run {self.cli}: {exc.strerror or exc}"
+        timer = threading.Timer(self._pull_timeout_s, proc.kill)
+        timer.start()
+        last = ""
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                line = line.rstrip()
+                if line:
+                    last = line
+                    log(line)
+            code = proc.wait()
+        finally:
+            timer.cancel()
+        if code == 0:
+            return ""
+        if code < 0:
+            return f"no answer within {self._pull_timeout_s:g}s"
+        return last.removeprefix("Error response from daemon: ") or f"exit code {code}"
+
+    def _lock_for(self, image: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._image_locks.setdefault(image, threading.Lock())
+
+    # ------------------------------------------------------------------ CLI
+
+    def _inspect_state(self, name: str) -> dict[str, Any] | None:
+        result = self._run(["inspect", "--format", "{{json .State}}", name])
+        if result.returncode != 0:
+            return None
+        try:
+            state = json.loads(result.stdout)
+        except ValueError:
+            return None
+        return state if isinstance(state, dict) else None
+
+    def _run(self, args: Sequence[str]) -> subprocess.CompletedProcess[str]:
+        try:
+            return subprocess.run(
+                [self.cli, *args],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                env=self._env,
+                timeout=_CLI_TIMEOUT_S,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            logger.warning("%s %s failed: %s", self.cli, " ".join(args[:2]), exc)
+            return subprocess.CompletedProcess([self.cli, *args], 1, "", str(exc))
+
+
+def device_nodes(device_env: Mapping[str, str], device_dir: str = "/dev") -> list[str]:
+    """Device files of the attempt's allocated accelerators: ``/dev/nvidia<i>`` (plus the control
+    nodes) for ``CUDA_VISIBLE_DEVICES``, ``/dev/accel<i>`` for TPU chips, ``IRIS_DEVICE_PATHS``
+    (comma-separated) as given; only those that exist."""
+    nodes: list[str] = []
+    gpus = device_env.get("CUDA_VISIBLE_DEVICES", "")
+    if gpus and gpus != "-1":
+        for index in gpus.split(","):
+            if index.strip().isdigit():
+                nodes.append(f"{device_dir}/nvidia{index.strip()}")
+        nodes += [f"{device_dir}/{name}" for name in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools")]
+    chips = device_env.get("TPU_VISIBLE_CHIPS", "")
+    for index in chips.split(","):
+        if index.strip().isdigit():
+            nodes.append(f"{device_dir}/accel{index.strip()}")
+    for path in device_env.get("IRIS_DEVICE_PATHS", "").split(","):
+        if path.strip():
+            nodes.append(path.strip())
+    return [node for node in nodes if os.path.exists(node)]

@@ -1,0 +1,189 @@
+"""Jobs in container images on worker daemons, run as a user runs them (``iris job run --image``)
+against a real dockerd (the ``container_engine`` session fixture) and the cached test images."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.cli.helpers import run_iris
+from tests.conftest import wait_until
+
+from iris.client import IrisClient
+from iris.client.local_cluster import LocalCluster
+from iris.testing import container_engine as engines
+from iris.testing.images import BUSYBOX_IMAGE, PYTHON_IMAGE
+
+pytestmark = pytest.mark.skipif(not engines.available(), reason="dockerd is not installed")
+
+
+@pytest.fixture(scope="module")
+def cluster(container_engine: engines.Engine) -> Iterator[LocalCluster]:
+    with LocalCluster(workers=1, worker_cpu="4", worker_memory="4GB") as lc:
+        yield lc
+
+
+@pytest.fixture
+def client(cluster: LocalCluster) -> Iterator[IrisClient]:
+    with IrisClient(cluster.url) as c:
+        yield c
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    d = tmp_path / "work"
+    d.mkdir()
+    return d
+
+
+def _managed_containers(client: IrisClient) -> list[str]:
+    workers = {w.worker_id for w in client.workers().workers}
+    listed = subprocess.run(
+        [
+            engines.docker_cli(),
+            "ps",
+            "-a",
+            "--filter",
+            "label=iris.managed=true",
+            "--format",
+            '{{.Names}}\t{{.Label "iris.worker"}}',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return [line for line in listed.stdout.splitlines() if line.partition("\t")[2] in workers]
+
+
+def _failure(client: IrisClient, cluster: LocalCluster, workdir: Path, *args: str) -> tuple[dict, float]:
+    started = time.monotonic()
+    result = run_iris(cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", *args)
+    assert result.returncode == 0, result.stderr
+    job_id = json.loads(result.stdout)["job_id"]
+    job = client.job(job_id)
+    wait_until(lambda: job.detail().tasks[0].failure is not None, timeout=90, what="the task's failure")
+    elapsed = time.monotonic() - started
+    return job.detail().tasks[0].failure.model_dump(), elapsed
+
+
+def test_job_runs_in_the_image_with_its_workspace_and_exit_code(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    (workdir / "data.txt").write_text("from-the-workspace\n")
+    script = (
+        "import os, sys, platform;"
+        "print(open('data.txt').read().strip(), os.getcwd() == os.environ['PWD'],"
+        " os.path.exists('/work'), os.environ['IRIS_TASK_INDEX'], platform.python_version());"
+        "sys.exit(7)"
+    )
+    result = run_iris(cluster, workdir, "job", "run", "--image", PYTHON_IMAGE, "--", "python3", "-c", script)
+    assert result.returncode == 7, result.stderr
+    words = result.stdout.split("from-the-workspace", 1)[1].split()
+    # In the image (Debian bookworm's Python, no /work from the host), in the workspace copy.
+    assert words[:3] == ["True", "False", "0"], result.stdout
+    assert words[3].startswith("3.11."), result.stdout
+    wait_until(lambda: _managed_containers(client) == [], what="no container left")
+
+
+def test_memory_limit_ends_in_oom_with_the_limit(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    failure, _ = _failure(
+        client, cluster, workdir, "--image", BUSYBOX_IMAGE, "--memory", "64MB", "--",
+        "sh", "-c", "head -c 300000000 /dev/zero | tail > /dev/null",
+    )  # fmt: skip
+    assert failure["kind"] == "oom", failure
+    assert failure["memory_limit_bytes"] == 64 * 1000**2
+    assert failure["peak_rss_bytes"]
+    assert "64" in failure["summary"], failure
+    wait_until(lambda: _managed_containers(client) == [], what="no container left")
+
+
+def test_missing_image_fails_fast_with_kind_image(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    failure, elapsed = _failure(
+        client, cluster, workdir, "--image", "iris-test/no-such-image:1", "--", "true"
+    )
+    assert failure["kind"] == "image", failure
+    assert "iris-test/no-such-image:1" in failure["summary"]
+    assert elapsed < 60
+    never, _ = _failure(
+        client,
+        cluster,
+        workdir,
+        "--image",
+        "iris-test/absent:2",
+        "--image-pull-policy",
+        "never",
+        "--",
+        "true",
+    )
+    assert never["kind"] == "image" and "pull policy is never" in never["summary"], never
+    assert _managed_containers(client) == []
+
+
+def test_a_killed_container_job_leaves_no_container(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    result = run_iris(
+        cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", BUSYBOX_IMAGE,
+        "--", "sh", "-c", "trap '' TERM; sleep 600",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = client.job(json.loads(result.stdout)["job_id"])
+    wait_until(lambda: len(_managed_containers(client)) == 1, timeout=60, what="the container running")
+    job.kill()
+    wait_until(lambda: job.detail().state.value in ("KILLED", "FAILED"), timeout=60, what="the job killed")
+    wait_until(lambda: _managed_containers(client) == [], timeout=30, what="no container left")
+    assert os.environ["DOCKER_HOST"].startswith("unix://")
+
+
+def test_a_worker_killed_and_restarted_removes_its_leftover_container(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    result = run_iris(
+        cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", BUSYBOX_IMAGE,
+        "--max-preemptions", "0", "--", "sleep", "600",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = client.job(json.loads(result.stdout)["job_id"])
+    [running] = wait_until(lambda: _managed_containers(client), timeout=60, what="the container running")
+    worker = cluster.workers[0]
+    worker.proc.kill()  # kill -9: its watchdog kills the docker CLI, the container runs on
+    worker.proc.wait()
+    cluster.restart_worker(worker.name)
+    wait_until(
+        lambda: running not in _managed_containers(client), timeout=60, what="the leftover container removed"
+    )
+    job.kill()
+    wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
+
+
+def test_exec_and_status_reach_the_container(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    result = run_iris(
+        cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", BUSYBOX_IMAGE,
+        "--", "sleep", "600",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = client.job(json.loads(result.stdout)["job_id"])
+    wait_until(lambda: len(_managed_containers(client)) == 1, timeout=60, what="the container running")
+    wait_until(lambda: job.detail().tasks[0].state.value == "RUNNING", timeout=30, what="RUNNING")
+    # The image's /etc/passwd (two lines), not the worker's.
+    passwd = job.exec(["cat", "/etc/passwd"])
+    assert passwd.stdout.splitlines() == [
+        "root:x:0:0:root:/root:/bin/sh",
+        "nobody:x:65534:65534:nobody:/:/bin/false",
+    ], passwd
+    status = job.process_status()
+    assert str(status.get("container", "")).startswith("iris-"), status
+    job.kill()
+    wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
