@@ -90,7 +90,11 @@ def tut(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shell]:
     try:
         reader.wait_for("is up", timeout=120)
         reader.wait_for("Press Ctrl-C to stop.", timeout=30)
-        yield Shell(root, f"http://127.0.0.1:{port}")
+        shell = Shell(root, f"http://127.0.0.1:{port}")
+        for printed in reader.lines:  # the one-time token the cluster prints, as the user exports it
+            if printed.strip().startswith("export IRIS_TOKEN="):
+                shell.env["IRIS_TOKEN"] = printed.strip().removeprefix("export IRIS_TOKEN=")
+        yield shell
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -111,7 +115,7 @@ def test_1_to_3_install_a_first_job_and_the_cluster(tut: Shell) -> None:
     first = run(tut, "iris job run --local -- echo hello")
     assert first.stdout == "hello\n" and "starting a local cluster..." in first.stderr
     RAN.update({"uv sync", "source .venv/bin/activate"})  # the test runs in the synced venv
-    RAN.add("export IRIS_CONTROLLER_URL=http://127.0.0.1:10000")  # the Shell's environment
+    RAN.update(c for c in commands() if c.startswith("export IRIS_"))  # the Shell's environment
     workers = run(tut, "iris worker list").stdout
     assert "worker-0" in workers and "worker-1" in workers and workers.count("HEALTHY") == 2
     assert "workers: HEALTHY 2" in run(tut, "iris cluster status").stdout
