@@ -164,3 +164,26 @@ def test_a_worker_killed_and_restarted_removes_its_leftover_container(
     )
     job.kill()
     wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
+
+
+def test_exec_and_status_reach_the_container(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    result = run_iris(
+        cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", BUSYBOX_IMAGE,
+        "--", "sleep", "600",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = client.job(json.loads(result.stdout)["job_id"])
+    wait_until(lambda: len(_managed_containers(client)) == 1, timeout=60, what="the container running")
+    wait_until(lambda: job.detail().tasks[0].state.value == "RUNNING", timeout=30, what="RUNNING")
+    # The image's /etc/passwd (two lines), not the worker's.
+    passwd = job.exec(["cat", "/etc/passwd"])
+    assert passwd.stdout.splitlines() == [
+        "root:x:0:0:root:/root:/bin/sh",
+        "nobody:x:65534:65534:nobody:/:/bin/false",
+    ], passwd
+    status = job.process_status()
+    assert str(status.get("container", "")).startswith("iris-"), status
+    job.kill()
+    wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")

@@ -231,3 +231,57 @@ def test_without_a_hidden_proc_each_attempt_gets_a_namespace_of_its_own(tmp_path
     assert slow[:2] == ["unshare", "--mount"] and "hidepid=2" in " ".join(slow) and slow[-1] == "true"
     fast = dataclasses.replace(base, proc_hidden=True).wrap(["true"], 200_001)
     assert fast[0] == "setpriv" and "--reuid=200001" in fast and fast[-1] == "true" and "unshare" not in fast
+
+
+# A task that leaves a process behind the way a hostile one would: a new session, output closed,
+# an empty environment (nothing names the attempt), reparented away from the task's tree.
+DETACH = "id -u; (setsid env -i sleep 300 </dev/null >/dev/null 2>&1 &)"
+
+
+def processes_of(uid: int) -> list[int]:
+    return [p.pid for p in psutil.process_iter(["uids", "status"])
+            if p.info["uids"] and uid in p.info["uids"][:3] and p.info["status"] != psutil.STATUS_ZOMBIE]  # fmt: skip
+
+
+def task_uid(worker: WorkerProcess, uid: str) -> int:
+    wait_until(lambda: stdout_of(worker, uid).strip(), timeout=30, what="the task's uid")
+    return int(stdout_of(worker, uid).split()[0])
+
+
+def test_a_uid_goes_back_to_the_pool_only_when_no_process_of_it_is_left(worker: WorkerProcess) -> None:
+    worker.reconcile([run(spec("d-1", "mallory", "sh", "-c", DETACH))])
+    wait_until(
+        lambda: (
+            (o := worker.observe([keep("d-1")], "d-1")).state is TaskState.SUCCEEDED and o.runtime_released
+        ),
+        timeout=30,
+        what="the attempt ended and released",
+    )
+    uid = task_uid(worker, "d-1")
+    assert uid >= 200000
+    assert processes_of(uid) == []  # the detached child died before the uid was released
+    worker.reconcile([])
+
+
+@pytest.fixture
+def fencing_worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[WorkerProcess]:
+    found = python_for_task_uids()
+    if found is None:
+        pytest.skip("no Python that other uids can run with Iris on this machine")
+    python, paths = found
+    monkeypatch.setenv("PYTHONPATH", paths)
+    stub = ControllerStub(fence_after_s=2.0).start()
+    proc = start_worker(
+        tmp_path, stub.url, "--reregister-after", "60", entry=[python, "-m", "iris.cluster.worker"]
+    )
+    yield proc
+    proc.stop()
+    stub.stop()
+
+
+def test_fencing_kills_every_process_of_the_attempts_uid(fencing_worker: WorkerProcess) -> None:
+    fencing_worker.reconcile([run(spec("f-1", "mallory", "sh", "-c", DETACH + "; exec sleep 300"))])
+    uid = task_uid(fencing_worker, "f-1")
+    wait_until(lambda: len(processes_of(uid)) == 2, timeout=30, what="the task and its detached child")
+    # No more reconciles (a partition): the worker fences itself, and finds the child by its uid.
+    wait_until(lambda: processes_of(uid) == [], timeout=20, what="every process of the uid to be killed")

@@ -70,6 +70,7 @@ def _accept_controller_everywhere(command: click.Command) -> None:
         "controller": "iris.cli.controller_cmd:controller",
         "k8s": "iris.cli.k8s_cmd:k8s",
         "secret": "iris.cli.secret_cmd:secret",
+        "user": "iris.cli.user_cmd:user",
         "worker": "iris.cli.worker_cmd:worker",
     },
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},

@@ -35,6 +35,9 @@ from iris.rpc.models import (
     SubmitManyRequest,
     SubmitManyResponse,
     SubmitResponse,
+    UserBudget,
+    UserBudgetInfo,
+    UserBudgetList,
     WorkerList,
 )
 
@@ -299,6 +302,21 @@ class IrisClient:
             f"/api/v1/secrets/{quote(name, safe='')}",
             params={"user": user, "default_user": default_user()},
         )
+
+    def set_budget(self, user: str, budget: UserBudget) -> UserBudgetInfo:
+        """Set ``user``'s budget (admins, when the controller has auth on); replaces the old one."""
+        data = self.http.request("PUT", f"/api/v1/budgets/{quote(user, safe='')}", json_body=budget)
+        return UserBudgetInfo.model_validate(data)
+
+    def get_budget(self, user: str) -> UserBudgetInfo:
+        """``user``'s budget (their own, else the ``*`` default); NotFound when unlimited."""
+        return self.http.get(f"/api/v1/budgets/{quote(user, safe='')}", UserBudgetInfo)
+
+    def list_budgets(self) -> UserBudgetList:
+        return self.http.get("/api/v1/budgets", UserBudgetList)
+
+    def remove_budget(self, user: str) -> None:
+        self.http.request("DELETE", f"/api/v1/budgets/{quote(user, safe='')}")
 
     def submit_spec(self, spec: JobSpec) -> Job:
         spec = self._with_forwarded_env(spec)

@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from iris.rpc.errors import InvalidArgument
-from iris.rpc.models import ResourceSpec
+from iris.rpc.models import ResourceSpec, UserBudget
 
 __all__ = [
     "AuthConfig",
@@ -99,7 +99,11 @@ class LogsConfig(ConfigModel):
     max_total_size: int = Field(default=10 * 1000**3, ge=1_000_000)
     """Above this many bytes in total (``10GB``, ``500MB`` ... accepted), the oldest logs go first."""
 
-    @field_validator("max_total_size", mode="before")
+    max_job_size: int = Field(default=1000**3, ge=10_000)
+    """One job's output kept at most (all its attempts together): past it, each attempt's log ends
+    with one marker line and the rest is dropped, so one job cannot fill the controller's disk."""
+
+    @field_validator("max_total_size", "max_job_size", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -410,6 +414,11 @@ class ClusterConfig(ConfigModel):
 
     logs: LogsConfig = Field(default_factory=LogsConfig)
     """How long and how much of the task logs the controller keeps."""
+
+    user_budgets: dict[str, UserBudget] = Field(default_factory=dict)
+    """Default per-user budgets, by user (``"*"``: every user without their own), e.g.
+    ``alice: {cpu: 8, memory: 32GB, gpu: 2, max_band: INTERACTIVE}``. A budget set with
+    ``iris user budget set`` wins over the user's entry here. See docs/budgets.md."""
 
     forward_env: list[str] = Field(default_factory=list)
     """Variables (e.g. ``HF_TOKEN``, ``WANDB_API_KEY``) the CLI and SDK copy from the submitter's

@@ -684,10 +684,6 @@ class ExecResponse(WireModel):
     stderr: str = ""
 
 
-class NudgeRequest(WireModel):
-    worker_id: str
-
-
 class EndpointRegistration(WireModel):
     """A running task announces a named service address, visible to its job tree's namespace."""
 
@@ -776,3 +772,57 @@ class ClusterStatus(WireModel):
     tasks_by_state: dict[str, int] = Field(default_factory=dict)
     workers_by_status: dict[str, int] = Field(default_factory=dict)
     dashboard_url: str | None = None
+
+
+class UserBudget(WireModel):
+    """What one user's running work may hold at once (``iris user budget set``); an unset
+    amount is unlimited. ``max_band``: the most important band the user may submit at
+    (PRODUCTION is for admins unless a budget names it). Accepts ``cpu=4`` and ``memory="16GB"``."""
+
+    cpu_millicores: int | None = Field(
+        default=None, ge=0, le=10_000_000_000, description="Cpu at once, in millicores (or write `cpu: 8`)."
+    )
+    memory_bytes: int | None = Field(
+        default=None, ge=0, le=1 << 62, description="Memory at once, in bytes (or write `memory: 32GB`)."
+    )
+    gpu: int | None = Field(default=None, ge=0, le=1_000_000, description="GPUs (device type `gpu`) at once.")
+    tpu: int | None = Field(
+        default=None, ge=0, le=1_000_000, description="TPU chips (device type `tpu`) at once."
+    )
+    max_band: PriorityBand | None = Field(
+        default=None,
+        description="The most important band the user may submit at (PRODUCTION: also non-admins).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _friendly(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if data.get("cpu") is not None:
+            data["cpu_millicores"] = parse_cpu_millicores(data.pop("cpu"))
+        data.pop("cpu", None)
+        if data.get("memory") is not None:
+            data["memory_bytes"] = parse_bytes(data.pop("memory"))
+        data.pop("memory", None)
+        if isinstance(data.get("max_band"), str):
+            data["max_band"] = data["max_band"].upper()
+        return data
+
+    def __init__(self, **data: Any) -> None:  # keeps cpu=/memory= visible to type checkers
+        super().__init__(**data)
+
+
+class UserBudgetInfo(WireModel):
+    """A user's budget as the controller applies it: set by ``iris user budget set`` ("api") or
+    a default of the cluster config's ``user_budgets`` ("config")."""
+
+    user: str
+    budget: UserBudget
+    source: Literal["api", "config"]
+    updated_at: float | None = None
+
+
+class UserBudgetList(WireModel):
+    budgets: list[UserBudgetInfo]

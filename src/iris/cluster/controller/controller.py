@@ -41,6 +41,7 @@ from iris.cluster.controller.backend import (
     TaskBackend,
     TaskTarget,
 )
+from iris.cluster.controller.budgets import Budgets
 from iris.cluster.controller.bundles import BundleStore
 from iris.cluster.controller.capacity import dry_run_from_groups, workers_misfit
 from iris.cluster.controller.cordons import (
@@ -71,6 +72,8 @@ from iris.cluster.controller.logstore.pod_collector import PodLogCollector
 from iris.cluster.controller.metrics import ControllerMetrics
 from iris.cluster.controller.round import RoundPlan
 from iris.cluster.controller.scheduler import PendingReason, Resources, TaskRequest, explain
+from iris.cluster.controller.scheduler.fairshare import UsageLedger
+from iris.cluster.controller.scheduler.gates import admission_refusal
 from iris.cluster.controller.scheduler.queue import PassScope, PendingQueue
 from iris.cluster.controller.secrets import KEY_FILE, SecretStore, load_or_create_secret_key
 from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker, fence_after
@@ -80,6 +83,7 @@ from iris.rpc.enums import (
     TERMINAL_JOB_STATES,
     TERMINAL_TASK_STATES,
     JobState,
+    PriorityBand,
     StopReason,
     TaskState,
     WorkerStatus,
@@ -91,6 +95,7 @@ from iris.rpc.errors import (
     InvalidArgument,
     NotFound,
     NotImplementedForBackend,
+    PermissionDenied,
 )
 from iris.rpc.models import (
     AttemptObservation,
@@ -102,6 +107,8 @@ from iris.rpc.models import (
     RegisterResponse,
     ResourceSpec,
     RunSpec,
+    UserBudget,
+    UserBudgetInfo,
 )
 from iris.rpc.signing import load_or_create_key, new_master_key, worker_secret
 
@@ -208,6 +215,9 @@ class Controller:
         self._queue_lock = threading.Lock()
         self._last_pass_s = 0.0  # what the last queued pass cost (snapshot and kernel)
         self.last_pending: dict[str, PendingReason] = {}
+        # Per-user budgets (the scheduler's first gate) and recent usage (fair share among users).
+        self.budgets = Budgets(db)
+        self.usage = UsageLedger()
         self.timeseries = TimeSeries()
         # API requests waiting for jobs to end, woken by the commit that ends each.
         self.job_waiters = JobWaiters()
@@ -360,7 +370,18 @@ class Controller:
             [kernel.job_of(t.task_id) for t, _ in snap.timed_out],
         )
         if worker_kind:
-            plan = kernel.plan_round(snap, specs, self._healthy(snap.workers), now)
+            plan = kernel.plan_round(
+                snap,
+                specs,
+                self._healthy(snap.workers),
+                now,
+                budgets=self.budgets.effective(),
+                recent_usage=self.usage.usage(now),
+            )
+            if plan.cores_by_user is not None:
+                self.usage.observe(now, plan.cores_by_user)
+            for stage, seconds in plan.stage_seconds.items():
+                self.metrics.scheduler_stage_seconds.labels(stage).observe(seconds)
         else:
             plan = RoundPlan(
                 effects=kernel.plan_pod_dispatch(snap, specs, now),
@@ -403,11 +424,15 @@ class Controller:
         now = self.clock()
         previous = self.cordons.get(worker_id)
         since = previous.since if previous is not None and previous.mode == mode else now
-        cordon = Cordon(worker_id, mode, reason or ("draining" if mode == "drain" else "cordoned"), since, automatic)
+        cordon = Cordon(
+            worker_id, mode, reason or ("draining" if mode == "drain" else "cordoned"), since, automatic
+        )
         with self.db.transaction() as cur:
             save_cordon(cur, cordon)
         self.cordons = {**self.cordons, worker_id: cordon}
-        log.warning("worker %s %s: %s", worker_id, "draining" if mode == "drain" else "cordoned", cordon.reason)
+        log.warning(
+            "worker %s %s: %s", worker_id, "draining" if mode == "drain" else "cordoned", cordon.reason
+        )
         self._fleet_changed()
         return cordon
 
@@ -428,7 +453,9 @@ class Controller:
                 self._queue.invalidate()  # parked work may fit (or no longer fit) now
         self.wake()
 
-    def _quarantine(self, observations: Mapping[str, AttemptObservation], snap: store.ObservationSnapshot) -> None:
+    def _quarantine(
+        self, observations: Mapping[str, AttemptObservation], snap: store.ObservationSnapshot
+    ) -> None:
         """Count infrastructure failures per worker; cordon a worker that crossed the threshold."""
         now = self.clock()
         for uid, obs in observations.items():
@@ -447,7 +474,11 @@ class Controller:
 
     def _drain(self, now: float) -> None:
         """Preempt the tasks still running on workers drained longer than the grace."""
-        due = [c.worker_id for c in self.cordons.values() if c.mode == "drain" and now - c.since >= self.drain_grace_s]
+        due = [
+            c.worker_id
+            for c in self.cordons.values()
+            if c.mode == "drain" and now - c.since >= self.drain_grace_s
+        ]
         if not due:
             return
         with self.db.read() as cur:
@@ -619,12 +650,14 @@ class Controller:
 
     # ------------------------------------------------------------ commands
 
-    def submit(self, spec: JobSpec, *, user: str | None = None) -> str:
-        return self.submit_many([spec if user is None else spec.model_copy(update={"user": user})])[0]
+    def submit(self, spec: JobSpec, *, user: str | None = None, admin: bool = True) -> str:
+        spec = spec if user is None else spec.model_copy(update={"user": user})
+        return self.submit_many([spec], admin=admin)[0]
 
-    def submit_many(self, specs: Sequence[JobSpec]) -> list[str]:
+    def submit_many(self, specs: Sequence[JobSpec], *, admin: bool = True) -> list[str]:
         """Submit jobs in order, each checked as a single submit is (each as its ``spec.user``),
-        in one transaction: all of them or, on the first one rejected, none (with its error)."""
+        in one transaction: all of them or, on the first one rejected, none (with its error).
+        ``admin``: the caller may submit at PRODUCTION priority without a budget allowing it."""
         now = self.clock()
         names = [self._job_name(spec) for spec in specs]
         workers = self._worker_shapes() if any(self._checks_fit(spec) for spec in specs) else []
@@ -646,7 +679,7 @@ class Controller:
                 raise FailedPrecondition(f"bundle {bundle_id} was never uploaded to this controller")
         with self.db.transaction() as cur:
             for spec, job_name in zip(specs, names, strict=True):
-                self._insert_job(cur, spec, job_name, now)
+                self._insert_job(cur, spec, job_name, now, admin=admin)
         for spec, job_name in zip(specs, names, strict=True):
             log.info("job %s submitted: %d task(s)", job_name, spec.replicas, extra={"job_id": str(job_name)})
         self.wake()
@@ -661,7 +694,9 @@ class Controller:
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from None
 
-    def _insert_job(self, cur: sqlite3.Cursor, spec: JobSpec, job_name: JobName, now: float) -> None:
+    def _insert_job(
+        self, cur: sqlite3.Cursor, spec: JobSpec, job_name: JobName, now: float, *, admin: bool = True
+    ) -> None:
         """Insert one job inside the caller's transaction (a job an earlier one of the same batch
         inserted counts as existing), or raise why it cannot be."""
         job_id = str(job_name)
@@ -680,6 +715,9 @@ class Controller:
                 parent_row.spec_json
             )
             spec = inherit_from_parent(spec, parent_spec)
+            # a sub-job of a PRODUCTION job was admitted at PRODUCTION with its parent
+            admin = admin or parent_row.priority is PriorityBand.PRODUCTION
+        self._admit(spec, job_name, admin=admin)
         existing = store.get_job(cur, job_id)
         replaces = None
         if existing is not None:
@@ -708,6 +746,37 @@ class Controller:
         )
         event = Event(EventKind.JOB_SUBMITTED, f"submitted {spec.replicas} task(s)", job_id)
         self._commit(cur, Effects(changes=(Change((insert,), (event,)),)), now)
+
+    def _admit(self, spec: JobSpec, job_name: JobName, *, admin: bool) -> None:
+        """Refuse a job its user's budget can never admit (band, or too large); gates.py."""
+        count = spec.replicas if spec.coscheduling else 1
+        refusal = admission_refusal(
+            job_name.user,
+            spec.priority,
+            Resources.from_spec(spec.resources),
+            count,
+            self.budgets.for_user(job_name.user),
+            admin=admin,
+        )
+        if refusal is not None:
+            raise PermissionDenied(refusal)
+
+    def set_budget(self, user: str, budget: UserBudget) -> UserBudgetInfo:
+        info = self.budgets.set(user, budget, self.clock())
+        self._budgets_changed()
+        return info
+
+    def remove_budget(self, user: str) -> bool:
+        removed = self.budgets.remove(user)
+        self._budgets_changed()
+        return removed
+
+    def _budgets_changed(self) -> None:
+        """Work a budget held may fit now: the next pass looks at every pending task."""
+        if self._queue is not None:
+            with self._queue_lock:
+                self._queue.invalidate()
+        self.wake()
 
     def _checks_fit(self, spec: JobSpec) -> bool:
         return self._descriptor.kind is BackendKind.WORKER and not spec.wait_for_capacity
@@ -1098,7 +1167,9 @@ class Controller:
         spec = self._job_spec(job_id)
         if not spec.secrets:
             return []
-        return list(self.secrets.values(JobName.parse(job_id).user, [ref.name for ref in spec.secrets]).values())
+        return list(
+            self.secrets.values(JobName.parse(job_id).user, [ref.name for ref in spec.secrets]).values()
+        )
 
     def _forget_spec(self, job_id: str) -> None:
         self._spec_cache.pop(job_id, None)

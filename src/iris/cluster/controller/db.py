@@ -256,6 +256,14 @@ MIGRATIONS: list[str] = [
         automatic INTEGER NOT NULL DEFAULT 0
     );
     """,
+    # 12: per-user budgets (``iris user budget set``), the scheduler's first gate
+    """
+    CREATE TABLE user_budgets (
+        user TEXT PRIMARY KEY,
+        budget_json TEXT NOT NULL,
+        updated_at REAL NOT NULL
+    ) WITHOUT ROWID;
+    """,
 ]
 
 

@@ -42,6 +42,7 @@ from iris.cluster.controller.scheduler import (
     WorkerView,
     schedule,
 )
+from iris.cluster.controller.scheduler.gates import Budget
 from iris.cluster.controller.scheduler.queue import PassScope
 from iris.cluster.controller.store import (
     AttemptUsage,
@@ -102,6 +103,10 @@ class RoundPlan:
     scope: PassScope | None = None
     # ``store.writes_so_far`` when the pass's snapshot was read (see ``store.commit``).
     read_at: int | None = None
+    # The cpu cores each user's running work held when the pass read the fleet (fair share).
+    cores_by_user: dict[str, float] | None = None
+    # Seconds the scheduler spent in each stage (scheduler.kernel.STAGES), for /metrics.
+    stage_seconds: dict[str, float] = field(default_factory=dict, compare=False)
 
     def with_effects(self, more: Effects) -> RoundPlan:
         return replace(self, effects=self.effects + more)
@@ -128,6 +133,7 @@ def fleet_views(
                 band=u.priority,
                 started_at=u.started_at or 0.0,
                 group_by=u.group_by,
+                user=u.user,
                 # capacity already being freed: never a victim twice
                 stopping=u.stop_reason is not None or u.state not in ACTIVE_TASK_STATES,
             )
@@ -189,15 +195,26 @@ def task_requests(
 
 
 def plan_round(
-    snap: RoundSnapshot, specs: Mapping[str, JobSpec], schedulable: AbstractSet[str], now: float
+    snap: RoundSnapshot,
+    specs: Mapping[str, JobSpec],
+    schedulable: AbstractSet[str],
+    now: float,
+    *,
+    budgets: Mapping[str, Budget] | None = None,
+    recent_usage: Mapping[str, float] | None = None,
 ) -> RoundPlan:
-    """WORKER: place pending tasks, expire deadlines and execution timeouts."""
+    """WORKER: place pending tasks, expire deadlines and execution timeouts. ``budgets`` and
+    ``recent_usage``: see ``scheduler.schedule``."""
     effects = plan_deadlines(snap, specs, now)
     if not snap.pending:
         return RoundPlan(effects=effects, now=now)
     views, running = fleet_views(snap.workers, snap.usage, schedulable)
     requests, waiting = task_requests(snap.pending, specs, snap.stopping_gangs)
-    result = schedule(requests, views, running)
+    result = schedule(requests, views, running, budgets=budgets, recent_usage=recent_usage)
+    cores: dict[str, float] = {}
+    for t in running:
+        if not t.stopping:
+            cores[t.user] = cores.get(t.user, 0.0) + t.resources.cpu_millicores / 1000
     by_id = {p.task_id: p for p in snap.pending}
     placed = {t for t, _ in result.assignments}
     changes: list[Change] = []
@@ -228,6 +245,8 @@ def plan_round(
         submitted_at={p.task_id: p.submitted_at for p in snap.pending},
         placed=frozenset(placed),
         waiting_gangs=frozenset(p.job_id for p in waiting),
+        cores_by_user=cores,
+        stage_seconds=result.stage_seconds,
     )
 
 

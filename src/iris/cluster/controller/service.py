@@ -29,6 +29,7 @@ from iris.cluster.controller.backend import dashboard_backend_descriptor
 from iris.cluster.controller.bundles import check_bundle_id
 from iris.cluster.controller.controller import Controller
 from iris.cluster.controller.cross_site import CrossSiteGuard
+from iris.cluster.controller.disk_full import note_disk_full
 from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.log_routes import add_log_routes, attach_failures
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
@@ -36,6 +37,7 @@ from iris.cluster.types import JobName
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState
 from iris.rpc.errors import (
     FailedPrecondition,
+    InsufficientStorage,
     InvalidArgument,
     IrisError,
     NotFound,
@@ -70,6 +72,9 @@ from iris.rpc.models import (
     SubmitResponse,
     TaskResult,
     TaskResults,
+    UserBudget,
+    UserBudgetInfo,
+    UserBudgetList,
     WorkerInfo,
     WorkerList,
     WorkerStatus,
@@ -187,6 +192,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.exception_handler(IrisError)
     async def _iris_error(_: Request, exc: IrisError) -> JSONResponse:
+        if isinstance(exc, InsufficientStorage):  # one line per 30 s, not one per refused request
+            note_disk_full(exc.message)
         return JSONResponse(
             status_code=exc.status_code, content={"error": {"code": exc.code, "message": exc.message}}
         )
@@ -316,6 +323,37 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         owner = secret_owner(user, default_user)
         if not controller.secrets.remove(owner, secret_name(name)):
             raise NotFound(f"{owner} has no secret named {name}")
+        return Response(status_code=204)
+
+    # ---- per-user budgets (the scheduler's first gate): anyone reads, admins change
+
+    @app.get("/api/v1/budgets", response_model=UserBudgetList)
+    def list_budgets() -> UserBudgetList:
+        who().may_use_jobs()
+        return UserBudgetList(budgets=controller.budgets.list())
+
+    @app.get("/api/v1/budgets/{user}", response_model=UserBudgetInfo)
+    def get_budget(user: str) -> UserBudgetInfo:
+        who().may_use_jobs()
+        found = controller.budgets.get(user)
+        if found is None:
+            raise NotFound(f"{user} has no budget: their work is limited by the cluster's capacity only")
+        return found
+
+    def budget_admin() -> None:
+        if not who().is_admin:
+            raise PermissionDenied("only an admin may change user budgets")
+
+    @app.put("/api/v1/budgets/{user}", response_model=UserBudgetInfo)
+    def put_budget(user: str, budget: UserBudget) -> UserBudgetInfo:
+        budget_admin()
+        return controller.set_budget(user, budget)
+
+    @app.delete("/api/v1/budgets/{user}", status_code=204)
+    def delete_budget(user: str) -> Response:
+        budget_admin()
+        if not controller.remove_budget(user):
+            raise NotFound(f"{user} has no budget set by iris user budget set")
         return Response(status_code=204)
 
     @app.get("/api/v1/stats")
@@ -451,7 +489,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         spec = as_caller(spec)
         if spec.parent_job_id:
             owned_job(spec.parent_job_id)
-        return model_response(SubmitResponse(job_id=controller.submit(spec, user=spec.user)))
+        job_id = controller.submit(spec, user=spec.user, admin=who().is_admin)
+        return model_response(SubmitResponse(job_id=job_id))
 
     @app.post("/api/v1/jobs:batch", response_model=SubmitManyResponse)
     def submit_many(request: SubmitManyRequest) -> Response:
@@ -460,7 +499,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         specs = [as_caller(spec) for spec in request.jobs]
         for parent in {spec.parent_job_id for spec in specs if spec.parent_job_id}:
             owned_job(parent)
-        return model_response(SubmitManyResponse(job_ids=controller.submit_many(specs)))
+        job_ids = controller.submit_many(specs, admin=who().is_admin)
+        return model_response(SubmitManyResponse(job_ids=job_ids))
 
     def as_caller(spec: JobSpec) -> JobSpec:
         """A user's job is always submitted as that user, whatever the spec says."""

@@ -542,18 +542,6 @@ def _attempt_snapshot(r: sqlite3.Row) -> AttemptSnapshot:
     )
 
 
-def attempt_workers(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[str, str]:
-    """The worker each attempt was placed on (attempts on Kubernetes have none)."""
-    out: dict[str, str] = {}
-    for r in select_in(
-        cur,
-        "SELECT attempt_uid, worker_id FROM attempts WHERE attempt_uid IN (:ids) AND worker_id IS NOT NULL",
-        attempt_uids,
-    ):
-        out[r[0]] = r[1]
-    return out
-
-
 def next_gang_generations(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, int]:
     out = dict.fromkeys(job_ids, 0)
     for r in select_in(
@@ -813,6 +801,7 @@ class AttemptUsage:
     priority: PriorityBand
     group_by: str | None
     resources: Resources
+    user: str = ""
 
 
 @dataclass(frozen=True)
@@ -936,9 +925,10 @@ def worker_usage(cur: sqlite3.Cursor) -> list[AttemptUsage]:
             priority=_BAND[r["priority"]],
             group_by=r["group_by"],
             resources=_resources(r),
+            user=r["user"],
         )
         for r in cur.execute(
-            "SELECT a.worker_id, a.task_id, a.state, a.stop_reason, a.started_at, t.job_id, j.priority, j.group_by,"
+            "SELECT a.worker_id, a.task_id, a.state, a.stop_reason, a.started_at, t.job_id, j.user, j.priority, j.group_by,"
             " j.cpu_millicores, j.memory_bytes, j.disk_bytes, j.device_type, j.device_variant, j.device_count"
             " FROM attempts a JOIN tasks t ON t.task_id = a.task_id JOIN jobs j ON j.job_id = t.job_id"
             " WHERE a.released = 0 AND a.worker_id IS NOT NULL"

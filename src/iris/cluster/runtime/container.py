@@ -16,8 +16,9 @@ and SIGTERM to it reaches the task (``--sig-proxy`` and ``--init``). The contain
 
 Images: ``image inspect``, then ``pull`` under a per-image lock (at most ``PULL_ATTEMPTS`` pulls, the
 CLI's progress lines in the attempt log); a failure is one sentence starting with ``image <name>``
-(failure kind ``image``). After the CLI exits the container is inspected (``State.OOMKilled``) only
-when it failed, and always removed.
+(failure kind ``image``). The container runs with ``--rm`` (removed by the engine before the CLI
+returns); exit 137 with a memory limit reads as OOM-killed (``State.OOMKilled`` when the container is
+still there); a CLI killed before its container ended is followed by ``rm -f``.
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ class ContainerTaskRuntime:
         args = [
             self.cli,
             "run",
+            "--rm",
             "--name",
             container_name(self.worker_id, uid),
             "--init",
@@ -164,9 +166,17 @@ class ContainerTaskRuntime:
         name = container_name(self.worker_id, attempt_uid)
         limit = self._limits.pop(attempt_uid, 0)
         facts = ExitFacts()
+        if returncode < 0:
+            # The CLI itself was killed (after the stop grace, or by a fence): the container may
+            # still run, and ``--rm`` only removes it once it exits.
+            self.release(attempt_uid)
+            return facts
+        # ``--rm``: the engine removed the container before the CLI exited (nothing to inspect), so
+        # a memory-limited container that died of SIGKILL (137) is taken as OOM-killed; a container
+        # still there (the engine could not remove it) is inspected for State.OOMKilled.
         if returncode != 0:
-            state = self._inspect_state(name)
-            oom = bool(state.get("OOMKilled")) if state else returncode == 137
+            state = self._inspect_state(name) if returncode == 137 else None
+            oom = bool(state.get("OOMKilled")) if state else (returncode == 137 and limit > 0)
             if oom:
                 size = format_bytes(limit) if limit else "its limit"
                 facts = ExitFacts(
@@ -174,7 +184,8 @@ class ContainerTaskRuntime:
                     message=f"out of memory (the container was OOM-killed): used {size}, limit {size}",
                     exit_code=137,
                 )
-        self.release(attempt_uid)
+            if state is not None:
+                self.release(attempt_uid)
         return facts
 
     def kill(self, attempt_uid: str, grace_s: float) -> None:

@@ -2,7 +2,9 @@
 
 All records live in one append-only journal, ``<state>/pids/journal``, one line per event:
 
-    + <attempt_uid> <pgid> <start_ticks> <boot_id>     the attempt's process group started
+    + <attempt_uid> <pgid> <start_ticks> <boot_id> [<task_uid>]
+                                                       the attempt's process group started (as
+                                                       its own uid, when the worker isolates)
     - <attempt_uid>                                    its process tree is gone (released)
 
 An attempt is recorded while its last line is a ``+``. The start time (clock ticks since boot,
@@ -27,7 +29,13 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from iris.cluster.runtime.proc_table import boot_id, process_tree, read_environ, scan_process_table
+from iris.cluster.runtime.proc_table import (
+    boot_id,
+    process_tree,
+    read_environ,
+    scan_process_table,
+    uid_processes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -42,11 +50,17 @@ class PidRecord:
     pgid: int
     start_ticks: int
     boot_id: str
+    # The uid the attempt runs as (a root worker's per-attempt uid), or -1: every process of that
+    # uid is the attempt's, whatever it did to its group, session or environment.
+    task_uid: int = -1
 
 
 def _start_line(record: PidRecord) -> bytes:
     # Attempt uids are plain names and the boot id a UUID: no spaces or newlines in a field.
-    return f"+ {record.attempt_uid} {record.pgid} {record.start_ticks} {record.boot_id or '-'}\n".encode()
+    line = f"+ {record.attempt_uid} {record.pgid} {record.start_ticks} {record.boot_id or '-'}"
+    if record.task_uid >= 0:
+        line += f" {record.task_uid}"
+    return (line + "\n").encode()
 
 
 class PidJournal:
@@ -128,9 +142,10 @@ def parse_journal(data: bytes) -> dict[str, PidRecord]:
     for raw in lines[:-1]:  # the last piece has no newline: empty, or torn by a crash
         fields = raw.decode(errors="replace").split(" ")
         try:
-            if fields[0] == "+" and len(fields) == 5:
+            if fields[0] == "+" and len(fields) in (5, 6):
                 boot = "" if fields[4] == "-" else fields[4]
-                live[fields[1]] = PidRecord(fields[1], int(fields[2]), int(fields[3]), boot)
+                task_uid = int(fields[5]) if len(fields) == 6 else -1
+                live[fields[1]] = PidRecord(fields[1], int(fields[2]), int(fields[3]), boot, task_uid)
             elif fields[0] == "-" and len(fields) == 2:
                 live.pop(fields[1], None)
             else:
@@ -163,10 +178,11 @@ def load_pid_records(pids_dir: Path) -> list[PidRecord]:
 def kill_leftover_trees(pids_dir: Path, worker_id: str, records: list[PidRecord] | None = None) -> list[str]:
     """SIGKILL every recorded process tree that still runs; returns the recorded attempt uids.
 
-    A tree is found two ways: from its recorded group leader (only if the leader's start time
-    matches the record), and by scanning for processes whose environment names one of the
-    recorded attempts AND this worker (catches processes that left the group or outlived their
-    leader). Only reads the records (``records``, or all of ``pids_dir``'s): the runtime starts
+    A tree is found three ways: from its recorded group leader (only if the leader's start time
+    matches the record); every process of the attempt's own task uid (a root worker's attempts:
+    found however they detached or cleared their environment); and by scanning for processes
+    whose environment names one of the recorded attempts AND this worker (unisolated attempts
+    whose processes left the group or outlived their leader). Only reads the records (``records``, or all of ``pids_dir``'s): the runtime starts
     a new journal after calling it, and the watchdog never writes to the daemon's.
     """
     if records is None:
@@ -182,6 +198,9 @@ def kill_leftover_trees(pids_dir: Path, worker_id: str, records: list[PidRecord]
         if record.boot_id == current_boot and leader is not None and leader.start_ticks == record.start_ticks:
             targets |= process_tree(table, record.pgid, record.pgid)
     uids = {record.attempt_uid for record in records}
+    # A per-attempt task uid names every process of the attempt, however it detached.
+    task_uids = {r.task_uid for r in records if r.task_uid >= 0 and r.boot_id == current_boot}
+    targets |= set(uid_processes(task_uids, exclude=me))
     for pid in table:
         if pid == me or pid in targets:
             continue

@@ -168,6 +168,51 @@ def pipe_holders(inodes: set[int]) -> set[int]:
     return holders
 
 
+def process_uids(pid: int) -> tuple[int, ...]:
+    """The real, effective, saved and filesystem uids of a process (from ``status``, which stays
+    readable whatever the process did to its environment or dumpable flag); () if it is gone."""
+    try:
+        fd = os.open(f"/proc/{pid}/status", _O_RDONLY)
+    except OSError:
+        return ()
+    try:
+        raw = os.read(fd, 8192)
+    except OSError:
+        return ()
+    finally:
+        os.close(fd)
+    start = raw.find(b"\nUid:")
+    if start < 0:
+        return ()
+    line = raw[start + 5 : raw.find(b"\n", start + 1)]
+    try:
+        return tuple(int(x) for x in line.split())
+    except ValueError:
+        return ()
+
+
+def uid_processes(uids: set[int], exclude: int | None = None) -> dict[int, int]:
+    """Every live (not zombie) process running under one of ``uids`` in any of its real, effective
+    or saved uid: pid -> start ticks. Finds a process however it detached (``setsid``, closed output,
+    ``env -i``): a task uid is only ever the attempt's own."""
+    found: dict[int, int] = {}
+    if not uids:
+        return found
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        if pid == exclude:
+            continue
+        ids = process_uids(pid)
+        if not ids or not uids.intersection(ids[:3]):
+            continue
+        info = read_proc(pid)
+        if info is not None and not info.dead:
+            found[pid] = info.start_ticks
+    return found
+
+
 def read_environ(pid: int) -> dict[str, str]:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:

@@ -55,6 +55,7 @@ from iris.cluster.runtime.proc_table import (
     signal_group,
     signal_identified,
     tree_rss,
+    uid_processes,
 )
 from iris.cluster.runtime.task_runtime import Launch, TaskRuntime
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
@@ -695,16 +696,12 @@ class SubprocessRuntime:
             os.mkdir(work_dir, 0o700)
         attempt.work_dir, attempt.payload = work_dir, payload
         try:
-            attempt.log = AttemptLogWriter(
-                attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks
-            )
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks)
         except FileExistsError:  # the log of its run before a worker restart: this run starts afresh
             remove_log(attempt.log_path)
             with self._lock:
                 self._line_indexes.pop(uid, None)
-            attempt.log = AttemptLogWriter(
-                attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks
-            )
+            attempt.log = AttemptLogWriter(attempt.log_path, self._log_max_bytes, exclusive=True, masks=masks)
         with self._lock:
             self._small_logs.pop(uid, None)  # an earlier run's (a re-dispatch after retention forgot it)
             self._changed_locked(uid)
@@ -788,7 +785,10 @@ class SubprocessRuntime:
         try:
             pidfd = os.pidfd_open(popen.pid)
             info = read_proc(popen.pid)
-            record = PidRecord(attempt.uid, popen.pid, info.start_ticks if info else 0, self._boot_id)
+            task_uid = attempt.lease.uid if attempt.lease is not None else -1
+            record = PidRecord(
+                attempt.uid, popen.pid, info.start_ticks if info else 0, self._boot_id, task_uid
+            )
             self._pids.started(record)
             if runtime is None:
                 attempt.log.system(f"started process {popen.pid}: {_describe(spec)}")
@@ -971,6 +971,11 @@ class SubprocessRuntime:
         attempt.log.close()
         whole = attempt.log.take_whole()
         released = self._tree_gone(attempt)
+        if not released and attempt.lease is not None:
+            # Its main process has ended: what is left of its uid (a detached child) dies now,
+            # before the uid can go to another attempt.
+            self._kill_uid_leftovers(attempt)
+            released = self._tree_gone(attempt)
         if released:
             self._pids.ended(attempt.uid)
         with self._lock:
@@ -987,10 +992,21 @@ class SubprocessRuntime:
     def _tree_gone(self, attempt: _Attempt) -> bool:
         if group_alive(attempt.pgid):
             return False
-        return all(
+        if not all(
             (info := read_proc(pid)) is None or info.start_ticks != ticks or info.dead
             for pid, ticks in attempt.outsiders.copy().items()
-        )
+        ):
+            return False
+        # Isolated: its uid goes back to the pool only when no process of it is left at all.
+        lease = attempt.lease
+        return lease is None or not uid_processes({lease.uid})
+
+    @staticmethod
+    def _kill_uid_leftovers(attempt: _Attempt, sig: int = signal.SIGKILL) -> None:
+        """Signal every process of the attempt's own uid (detached, re-grouped, env cleared: all)."""
+        lease = attempt.lease
+        if lease is not None:
+            signal_identified(uid_processes({lease.uid}), sig)
 
     def _ended_locked(self, uid: str, whole_log: bytes | None) -> None:
         """Number an end, keeping the attempt's whole log if it stayed small (``take_finished_log``)."""
@@ -1066,6 +1082,7 @@ class SubprocessRuntime:
         self._note_outsiders(attempt, table, process_tree(table, popen.pid, attempt.pgid))
         signal_group(attempt.pgid, sig)
         signal_identified(attempt.outsiders.copy(), sig)
+        self._kill_uid_leftovers(attempt, sig)
 
     @staticmethod
     def _note_outsiders(attempt: _Attempt, table: ProcTable, tree: set[int]) -> None:
@@ -1124,6 +1141,7 @@ class SubprocessRuntime:
                     # On the io thread: it owns the pipe fds, so none can be closed and reused meanwhile.
                     self._io.call_soon(lambda a=attempt: self._handle_stuck_pipes(a))
         for attempt in unreleased:
+            self._kill_uid_leftovers(attempt)
             if self._tree_gone(attempt):
                 self._pids.ended(attempt.uid)
                 with self._lock:

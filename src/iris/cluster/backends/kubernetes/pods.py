@@ -172,6 +172,8 @@ def build_pod(
         annotations[KUEUE_RETRIABLE_IN_GROUP] = "false"
     if config.service_account:
         pod_spec["serviceAccountName"] = config.service_account
+    else:  # the namespace's default account: a task has no use for its API token
+        pod_spec["automountServiceAccountToken"] = False
 
     node_selector, match_expressions = node_placement(spec.constraints)
     device_selector, tolerations = accelerator_placement(spec, config)

@@ -141,6 +141,7 @@ class RunningTask:
     started_at: float = 0.0
     group_by: str | None = None
     stopping: bool = False
+    user: str = ""  # the job's user ("" : taken from ``job_id``); budgets charge it
 
 
 class ReasonCode(StrEnum):
@@ -153,6 +154,7 @@ class ReasonCode(StrEnum):
     GANG = "gang"  # no group of workers can take the whole gang at once
     PREEMPTING = "preempting"  # capacity is being freed for it; it places once victims exit
     QUEUED = "queued"  # this pass reached ``max_assignments``
+    BUDGET = "budget"  # its user's running work is at the user's budget (gates.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,3 +176,5 @@ class SchedulingResult:
     assignments: list[tuple[str, str]]  # (task_id, worker_id)
     preemptions: list[Preemption]
     pending: dict[str, PendingReason]  # every task not assigned gets one
+    # time in each stage (kernel.STAGES): observed, not decided, so never part of equality
+    stage_seconds: dict[str, float] = field(default_factory=dict, compare=False)

@@ -6,24 +6,30 @@ Units are ordered by:
 1. band: PRODUCTION, then INTERACTIVE, then BATCH;
 2. gangs before other work of the same band;
 3. deeper job trees first (child jobs of running trees make progress before new roots);
-4. round-robin across users: each user's queue is sorted by root submission time of the job
-   tree, then submission time, then input order; users take turns, the user whose head is
-   oldest going first. So one user's 10,000 tasks never starve another user's single task:
-   that task is at most the second in its (band, depth) level.
+4. fair share across users: each user's queue is sorted by root submission time of the job
+   tree, then submission time, then input order; the next unit is always the head of the user
+   with the smallest *share*: their recent usage (decayed cpu-seconds, ``fairshare.py``) plus
+   a charge of ``TURN_CHARGE_S`` seconds of its cpu for each unit already ordered this pass.
+   Equal shares go to the user whose head is oldest. Users who have used less go first; with
+   equal usage and equal shapes users alternate, so one user's 10,000 tasks never starve
+   another user's single task.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import zip_longest
+from itertools import accumulate
 
 from iris.rpc.enums import PriorityBand
 
 from .model import TaskRequest
 
 BAND_RANK = {band: band.rank for band in PriorityBand}
+
+TURN_CHARGE_S = 60.0  # a unit ordered this pass counts as a minute of its cpu for its user's share
+_MIN_TURN_MILLICORES = 100  # so work asking for no cpu still takes turns
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -72,31 +78,51 @@ def build_units(pending: Sequence[TaskRequest]) -> list[Unit]:
     return units
 
 
-def order_units(units: Sequence[Unit]) -> list[Unit]:
-    """Units in the order a pass tries them (see the module docstring)."""
-    levels: dict[tuple[int, int, int], dict[str, list[tuple[float, float, int, Unit]]]] = {}
+Entry = tuple[float, float, int, float, Unit]  # root submitted, submitted, input order, charge, unit
+
+
+def order_units(units: Sequence[Unit], recent_usage: Mapping[str, float] | None = None) -> list[Unit]:
+    """Units in the order a pass tries them (see the module docstring); ``recent_usage``: each
+    user's decayed cpu-seconds (missing: none)."""
+    levels: dict[tuple[int, int, int], dict[str, list[Entry]]] = {}
     rank = BAND_RANK
+    per_millicore = TURN_CHARGE_S / 1000
+    floor = _MIN_TURN_MILLICORES
     for seq, unit in enumerate(units):
         if type(unit) is Gang:
-            head, solo = unit.head, 1
+            head, solo, size = unit.head, 1, len(unit.members)
         else:
-            head, solo = unit, 2
+            head, solo, size = unit, 2, 1
         level = levels.get((rank[head.band], solo, -head.depth))
         if level is None:
             level = levels[(rank[head.band], solo, -head.depth)] = {}
         queue = level.get(head.user)
         if queue is None:
             queue = level[head.user] = []
-        queue.append((head.root_submitted_at, head.submitted_at, seq, unit))
+        m = head.resources.cpu_millicores
+        charge = (m if m > floor else floor) * per_millicore * size
+        queue.append((head.root_submitted_at, head.submitted_at, seq, charge, unit))
     ordered: list[Unit] = []
     for key in sorted(levels):
         queues = list(levels[key].values())
         for queue in queues:
             queue.sort()  # input order (seq) is unique, so units themselves are never compared
         if len(queues) == 1:
-            ordered.extend(entry[3] for entry in queues[0])
+            ordered.extend(entry[4] for entry in queues[0])
             continue
-        queues.sort(key=lambda q: q[0][:3])
-        for turn in zip_longest(*queues):
-            ordered.extend(entry[3] for entry in turn if entry is not None)
+        ordered.extend(_fair_share(levels[key], recent_usage or {}))
     return ordered
+
+
+def _fair_share(queues: Mapping[str, list[Entry]], recent_usage: Mapping[str, float]) -> list[Unit]:
+    """Merge users' queues: the next unit is the head of the user with the smallest share.
+
+    Each user's shares only grow along their queue, so merging by smallest share is one sort of
+    every unit by (its user's share when it comes up, its own order key)."""
+    keyed: list[tuple[float, float, float, int, Unit]] = []
+    for user, queue in queues.items():
+        roots, ats, seqs, charges, units = zip(*queue, strict=True)
+        shares = accumulate(charges, initial=recent_usage.get(user, 0.0))  # the share before each unit
+        keyed.extend(zip(shares, roots, ats, seqs, units, strict=False))
+    keyed.sort()  # input order (seq) is unique, so units themselves are never compared
+    return [entry[4] for entry in keyed]
