@@ -128,6 +128,7 @@ def test_every_container_runs_without_privileges_and_seccomp_is_on() -> None:
     pod = build_pod(spec(), CONFIG, controller_url="http://iris:10000", backend_id="k8s")
     kubernetes_validate.validate(pod, "1.31", strict=True)
     assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["spec"]["automountServiceAccountToken"] is False  # no service account configured
     for container in pod["spec"]["initContainers"] + pod["spec"]["containers"]:
         assert container["securityContext"] == {
             "allowPrivilegeEscalation": False,

@@ -334,5 +334,7 @@ def test_only_admins_cordon_workers(secure: LocalCluster) -> None:
         )
         assert resp.status_code == 403 and "admin" in resp.json()["error"]["message"]
     admin = {"authorization": "Bearer admin-token-123"}
-    assert httpx.post(f"{secure.url}/api/v1/workers/worker-0:cordon", json={}, headers=admin).status_code == 204
+    assert (
+        httpx.post(f"{secure.url}/api/v1/workers/worker-0:cordon", json={}, headers=admin).status_code == 204
+    )
     assert httpx.post(f"{secure.url}/api/v1/workers/worker-0:uncordon", headers=admin).status_code == 204

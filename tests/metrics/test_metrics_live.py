@@ -70,6 +70,9 @@ def test_controller_series_move_as_jobs_finish(client: IrisClient, worker_url: s
     assert value(after, "iris_reconcile_round_seconds_count") > value(
         before, "iris_reconcile_round_seconds_count"
     )
+    for stage in ("order", "gate", "place", "reclaim", "explain"):  # every pass times each stage
+        count = "iris_scheduler_stage_seconds_count"
+        assert value(after, count, stage=stage) > value(before, count, stage=stage), stage
     assert value(after, "iris_workers", status="HEALTHY") == 1
     assert value(after, "iris_control_rounds_total") > value(before, "iris_control_rounds_total")
 

@@ -21,6 +21,7 @@ from iris.cluster.platforms import (
     SliceState,
     make_platform,
 )
+from iris.rpc.errors import InvalidArgument
 from iris.rpc.models import ResourceSpec
 
 
@@ -113,6 +114,11 @@ def test_make_platform(tmp_path: Path) -> None:
     assert isinstance(make_platform(PlatformConfig(kind="local"), tmp_path), LocalPlatform)
     manual = make_platform(PlatformConfig(kind="manual", manual={"hosts": ["h1"]}), tmp_path)
     assert isinstance(manual, ManualPlatform)
+    unknown = PlatformConfig.model_construct(
+        kind="gce", manual=None
+    )  # past validation, as a new kind would be
+    with pytest.raises(InvalidArgument, match="unknown platform kind 'gce': use local, manual or fake"):
+        make_platform(unknown, tmp_path)
 
 
 # ---------------------------------------------------------------- local (real worker daemons)

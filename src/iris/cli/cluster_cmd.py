@@ -31,6 +31,7 @@ from iris.cli.output import (
 )
 from iris.cli.params import SIZE_MB
 from iris.cli.progress import stop_signals_interrupt
+from iris.cluster.controller.state_lock import holder_of, in_use_message
 
 
 def _counts_line(label: str, counts: dict[str, int]) -> Text:
@@ -167,10 +168,14 @@ def cluster_start(
         worker_cpu = worker_cpu or share_cpu
         worker_memory = worker_memory or share_memory
     listen_port = 10000 if port is None else port
+    cluster_dir = state_dir or Path.home() / ".iris" / "local"
+    holder = holder_of(Path(cluster_dir) / "controller")
+    if holder is not None:
+        raise CliError(in_use_message(Path(cluster_dir).expanduser() / "controller", holder))
     _check_port_free("127.0.0.1", listen_port)
     lc = LocalCluster(
         workers=num_workers,
-        state_dir=state_dir or Path.home() / ".iris" / "local",
+        state_dir=cluster_dir,
         port=listen_port,
         backend=backend,
         worker_cpu=worker_cpu,

@@ -133,9 +133,6 @@ class JobName:
         """The root job's path without the leading slash: endpoints are isolated per namespace."""
         return "/".join(self.parts[:2])
 
-    def is_ancestor_of(self, other: JobName) -> bool:
-        return len(other.parts) > len(self.parts) and other.parts[: len(self.parts)] == self.parts
-
     def __str__(self) -> str:
         base = "/" + "/".join(self.parts)
         return base if self.task_index is None else f"{base}/{self.task_index}"

@@ -684,10 +684,6 @@ class ExecResponse(WireModel):
     stderr: str = ""
 
 
-class NudgeRequest(WireModel):
-    worker_id: str
-
-
 class EndpointRegistration(WireModel):
     """A running task announces a named service address, visible to its job tree's namespace."""
 

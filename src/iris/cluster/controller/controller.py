@@ -380,6 +380,8 @@ class Controller:
             )
             if plan.cores_by_user is not None:
                 self.usage.observe(now, plan.cores_by_user)
+            for stage, seconds in plan.stage_seconds.items():
+                self.metrics.scheduler_stage_seconds.labels(stage).observe(seconds)
         else:
             plan = RoundPlan(
                 effects=kernel.plan_pod_dispatch(snap, specs, now),

@@ -9,6 +9,7 @@ import os
 import secrets
 import signal
 import socket
+import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from iris.cluster.controller.backend import BackendDescriptor, BackendKind
 from iris.cluster.controller.controller import Controller, create_controller, open_db
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.service import create_app
+from iris.cluster.controller.state_lock import StateDirInUse, lock_state_dir
 from iris.cluster.runtime.private_state import make_private, private_umask
 from iris.rpc.enums import TERMINAL_JOB_STATES
 from iris.rpc.logging_setup import LOG_FORMATS
@@ -126,6 +128,7 @@ def build_controller(
     if config is not None:
         controller.logs.max_age_s = config.logs.max_age_hours * 3600
         controller.logs.max_total_bytes = config.logs.max_total_size
+        controller.logs.max_job_bytes = config.logs.max_job_size
         controller.task_env = dict(config.defaults.task_env)
         controller.forward_env = list(config.forward_env)
         controller.budgets.set_defaults(config.user_budgets)
@@ -309,6 +312,11 @@ def run(options: ControllerOptions) -> None:
         tick = config.defaults.worker.reconcile_interval_s
         grace = config.defaults.worker.unreachable_grace_s
     host, port, state_dir = listen_and_state(options, config)
+    try:
+        lock_state_dir(Path(state_dir))  # before the database opens: one controller per state dir
+    except StateDirInUse as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        raise SystemExit(1) from None
     controller = build_controller(
         backend=backend,
         state_dir=Path(state_dir).expanduser(),

@@ -59,6 +59,13 @@ class ControllerMetrics:
             buckets=LOOP_BUCKETS,
             registry=r,
         )
+        self.scheduler_stage_seconds = Histogram(
+            "iris_scheduler_stage_seconds",
+            "Time one scheduling pass spent in each stage: order, gate, place, reclaim (preempt), explain.",
+            ["stage"],
+            buckets=LOOP_BUCKETS,
+            registry=r,
+        )
         self.dispatch_latency_seconds = Histogram(
             "iris_dispatch_latency_seconds",
             "Job submission to the first attempt of a task being created (placed on a worker or given a pod).",

@@ -105,6 +105,8 @@ class RoundPlan:
     read_at: int | None = None
     # The cpu cores each user's running work held when the pass read the fleet (fair share).
     cores_by_user: dict[str, float] | None = None
+    # Seconds the scheduler spent in each stage (scheduler.kernel.STAGES), for /metrics.
+    stage_seconds: dict[str, float] = field(default_factory=dict, compare=False)
 
     def with_effects(self, more: Effects) -> RoundPlan:
         return replace(self, effects=self.effects + more)
@@ -244,6 +246,7 @@ def plan_round(
         placed=frozenset(placed),
         waiting_gangs=frozenset(p.job_id for p in waiting),
         cores_by_user=cores,
+        stage_seconds=result.stage_seconds,
     )
 
 

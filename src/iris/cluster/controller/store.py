@@ -542,18 +542,6 @@ def _attempt_snapshot(r: sqlite3.Row) -> AttemptSnapshot:
     )
 
 
-def attempt_workers(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[str, str]:
-    """The worker each attempt was placed on (attempts on Kubernetes have none)."""
-    out: dict[str, str] = {}
-    for r in select_in(
-        cur,
-        "SELECT attempt_uid, worker_id FROM attempts WHERE attempt_uid IN (:ids) AND worker_id IS NOT NULL",
-        attempt_uids,
-    ):
-        out[r[0]] = r[1]
-    return out
-
-
 def next_gang_generations(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[str, int]:
     out = dict.fromkeys(job_ids, 0)
     for r in select_in(

@@ -12,6 +12,7 @@ from iris.cluster.platforms.base import Platform
 from iris.cluster.platforms.fake import FakePlatform
 from iris.cluster.platforms.local import LocalPlatform
 from iris.cluster.platforms.manual import ManualPlatform
+from iris.rpc.errors import InvalidArgument
 
 
 def make_platform(
@@ -31,4 +32,6 @@ def make_platform(
     if config.kind == "manual":
         assert config.manual is not None  # guaranteed by PlatformConfig validation
         return ManualPlatform(config.manual.hosts, registered_workers, clock=clock)
-    return FakePlatform(clock=clock)
+    if config.kind == "fake":
+        return FakePlatform(clock=clock)
+    raise InvalidArgument(f"unknown platform kind {config.kind!r}: use local, manual or fake")

@@ -164,10 +164,6 @@ class LocalPlatform:
 
     # ------------------------------------------------------------ helpers
 
-    def log_files(self, slice_id: str) -> list[Path]:
-        """Worker logs of a slice (kept for a while after it is terminated)."""
-        return sorted((self._root / slice_id).glob("worker-*.log"))
-
     def _spawn(
         self, group: ScaleGroupConfig, slice_id: str, index: int, slice_dir: Path, controller_url: str
     ) -> _WorkerRecord:

@@ -172,6 +172,8 @@ def build_pod(
         annotations[KUEUE_RETRIABLE_IN_GROUP] = "false"
     if config.service_account:
         pod_spec["serviceAccountName"] = config.service_account
+    else:  # the namespace's default account: a task has no use for its API token
+        pod_spec["automountServiceAccountToken"] = False
 
     node_selector, match_expressions = node_placement(spec.constraints)
     device_selector, tolerations = accelerator_placement(spec, config)
@@ -327,7 +329,7 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
     env: dict[str, str] = dict(spec.env)
     if spec.environment is not None:
         env.update(spec.environment.env_vars)
-    env.update(spec.secret_env)  # the job's secrets, as plain env of the pod (see docs/kubernetes.md)
+    env.update(spec.secret_env)  # the job's secrets: secretKeyRef entries into the attempt's Secret
     env.update(
         {
             "IRIS_CONTROLLER_URL": controller_url,

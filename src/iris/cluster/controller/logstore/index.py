@@ -301,6 +301,14 @@ class LogIndex:
                 rows = self._conn.execute("SELECT * FROM log_attempts WHERE job_id = ?", (job_id,)).fetchall()
         return [_row(r) for r in rows]
 
+    def job_bytes(self, job_id: str) -> int:
+        """Bytes of log stored for the attempts of one job (its own, not its sub-jobs')."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT COALESCE(SUM(bytes), 0) FROM log_attempts WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        return int(row[0])
+
     def total_bytes(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM log_attempts").fetchone()[0])
@@ -326,9 +334,6 @@ class LogIndex:
             self._conn.executemany("DELETE FROM log_attempts WHERE attempt_uid = ?", uids)
             self._conn.executemany("DELETE FROM log_inline WHERE attempt_uid = ?", uids)
             self._conn.executemany("DELETE FROM attempt_usage WHERE attempt_uid = ?", uids)
-
-    def set_usage(self, attempt_uid: str, usage: AttemptUsage, now: float) -> None:
-        self.write(IndexWrites(usages=[(attempt_uid, usage)], now=now))
 
     def usage_of(self, attempt_uids: Sequence[str]) -> dict[str, AttemptUsage]:
         out: dict[str, AttemptUsage] = {}

@@ -1,15 +1,27 @@
 """One scheduling pass: pending tasks, workers and running tasks in; decisions out. No I/O.
 
-The pass walks pending work once in priority order (``ordering``). Each task is placed on a
-feasible worker of its shape (``fleet``); a task that does not fit does not block the ones
-behind it. A task that cannot be placed may wait for capacity already being freed or preempt
-strictly lower-band work (``preemption``), which promises it that capacity for the rest of the
-pass. Every task left unassigned gets a ``PendingReason``, computed once per shape or gang.
+A pass runs five named stages (in the style of Kueue's ``schedule()``), each a function here or
+in the module named, each timed (``SchedulingResult.stage_seconds``, exported by the controller
+as ``iris_scheduler_stage_seconds{stage=...}``):
+
+1. ``order`` (``ordering``): pending work as units (tasks, gangs) in the order they are tried;
+2. ``gate`` (``gates``): may this unit be tried at all (per-user budgets)? A held unit waits;
+3. ``place`` (``place_task``; ``gangs.place_gang`` for gangs): a feasible worker of the task's
+   shape (``fleet``); a task that does not fit does not block the ones behind it;
+4. ``reclaim`` (``reclaim``; ``preemption``): a task that cannot be placed may wait for capacity
+   already being freed or preempt strictly lower-band work, which promises it that capacity for
+   the rest of the pass (a gang's reclaim runs inside ``place_gang`` and counts as ``place``);
+5. ``explain`` (``explain_pending``; ``reasons``): a ``PendingReason`` for every task left
+   unassigned, computed once per shape or gang.
+
+Gate, place and reclaim run per unit, interleaved in order, so what a unit is given is seen by
+the units after it; their times are summed over the pass.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from time import perf_counter
 
 from .fleet import Fleet, Shape
 from .gangs import place_gang
@@ -23,13 +35,28 @@ from .model import (
     TaskRequest,
     WorkerView,
 )
-from .ordering import BAND_RANK, Gang, build_units, order_units
+from .ordering import BAND_RANK, Gang, Unit, build_units, order_units
 from .preemption import Reclaimer
 from .reasons import Reason, preempting_reason, queued_reason, shape_reason
 
 _QUEUED = object()  # cause: the pass reached max_assignments before trying this task
 
 Cause = Shape | Reason | object
+STAGES = ("order", "gate", "place", "reclaim", "explain")
+
+
+def order(pending: Sequence[TaskRequest], recent_usage: Mapping[str, float] | None = None) -> list[Unit]:
+    """Stage 1: pending tasks as units (gangs whole) in the order the pass tries them."""
+    return order_units(build_units(pending), recent_usage)
+
+
+def place_task(task: TaskRequest, fleet: Fleet) -> tuple[int, Shape]:
+    """Stage 3 for one task: the index of the worker it takes (taken in ``fleet``), or -1, and
+    its shape (what the other stages need to know about where it could go)."""
+    shape = fleet.shape_for(task)
+    if shape.exhausted:
+        return -1, shape
+    return fleet.pick(shape), shape
 
 
 def schedule(
@@ -52,11 +79,13 @@ def schedule(
     whose user is at the budget. ``recent_usage`` (user -> decayed cpu-seconds): fair share
     among users of one band (ordering.py).
     """
+    started = perf_counter()
     fleet = Fleet(workers)
     reclaimer = None
     if running and (allow_preemption or any(t.stopping for t in running)):
         reclaimer = Reclaimer(fleet, running, allow_preemption)
-    ordered = order_units(build_units(pending), recent_usage)
+    ordered = order(pending, recent_usage)
+    ordered_at = perf_counter()
     budgets = budgets or {}
     held = held_by_user(running, None if EVERYONE in budgets else budgets) if budgets else {}
     limit = len(pending) if max_assignments is None else max(0, max_assignments)
@@ -65,8 +94,7 @@ def schedule(
     preemptions: list[Preemption] = []
     waiting: list[tuple[TaskRequest, Cause]] = []
     ids = fleet.ids
-    shape_for = fleet.shape_for
-    pick = fleet.pick
+    gate_s = reclaim_s = 0.0
     stop = len(ordered)
     for n, unit in enumerate(ordered):
         if len(assignments) >= limit:
@@ -78,7 +106,9 @@ def schedule(
                 continue
             head = unit.head
             if budgets:
+                t = perf_counter()
                 held_back = gate(head.user, head.resources, len(unit.members), budgets, held)
+                gate_s += perf_counter() - t
                 if held_back is not None:
                     waiting.extend((member, held_back) for member in unit.members)
                     continue
@@ -92,20 +122,22 @@ def schedule(
             continue
         task = unit
         if budgets:
+            t = perf_counter()
             held_back = gate(task.user, task.resources, 1, budgets, held)
+            gate_s += perf_counter() - t
             if held_back is not None:
                 waiting.append((task, held_back))
                 continue
-        shape = shape_for(task)
-        if not shape.exhausted:
-            i = pick(shape)
-            if i >= 0:
-                assignments.append((task.task_id, ids[i]))
-                if budgets:
-                    charge(held, task.user, task.resources, 1)
-                continue
+        i, shape = place_task(task, fleet)
+        if i >= 0:
+            assignments.append((task.task_id, ids[i]))
+            if budgets:
+                charge(held, task.user, task.resources, 1)
+            continue
         if reclaimer is not None and shape.feasible:
-            cause = _free_capacity_for(task, shape, reclaimer, preemptions)
+            t = perf_counter()
+            cause = reclaim(task, shape, reclaimer, preemptions)
+            reclaim_s += perf_counter() - t
             if cause is not None:
                 waiting.append((task, cause))
                 continue
@@ -115,12 +147,24 @@ def schedule(
             waiting.extend((member, _QUEUED) for member in unit.members)
         else:
             waiting.append((unit, _QUEUED))
-    return SchedulingResult(assignments, preemptions, _pending_reasons(fleet, waiting, limit))
+    placed_at = perf_counter()
+    reasons = explain_pending(fleet, waiting, limit)
+    stage_seconds = {
+        "order": ordered_at - started,
+        "gate": gate_s,
+        "place": max(0.0, placed_at - ordered_at - gate_s - reclaim_s),
+        "reclaim": reclaim_s,
+        "explain": perf_counter() - placed_at,
+    }
+    return SchedulingResult(assignments, preemptions, reasons, stage_seconds)
 
 
-def _free_capacity_for(
+def reclaim(
     task: TaskRequest, shape: Shape, reclaimer: Reclaimer, preemptions: list[Preemption]
 ) -> Reason | None:
+    """Stage 4 for a task that did not place: wait for capacity already being freed, or preempt
+    strictly lower-band work (appended to ``preemptions``); the reason it waits, or None when
+    nothing can be reclaimed for it."""
     rank = BAND_RANK[task.band]
     if rank in shape.no_plan_ranks:
         return None
@@ -135,9 +179,10 @@ def _free_capacity_for(
     return preempting_reason(reclaimer.fleet.ids[i], [p.victim_task_id for p in made], waiting_on)
 
 
-def _pending_reasons(
+def explain_pending(
     fleet: Fleet, waiting: list[tuple[TaskRequest, Cause]], limit: int
 ) -> dict[str, PendingReason]:
+    """Stage 5: a reason (and place in its band's line) for every task left waiting, in order."""
     reasons: dict[str, PendingReason] = {}
     by_shape: dict[int, Reason] = {}
     positions = [0] * len(BAND_RANK)

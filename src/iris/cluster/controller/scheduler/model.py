@@ -176,3 +176,5 @@ class SchedulingResult:
     assignments: list[tuple[str, str]]  # (task_id, worker_id)
     preemptions: list[Preemption]
     pending: dict[str, PendingReason]  # every task not assigned gets one
+    # time in each stage (kernel.STAGES): observed, not decided, so never part of equality
+    stage_seconds: dict[str, float] = field(default_factory=dict, compare=False)
