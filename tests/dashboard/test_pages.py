@@ -83,6 +83,20 @@ def test_workers_page(page, seeded: SeededCluster) -> None:
     screenshot(page, "workers")
 
 
+def test_workers_page_shows_a_cordon_and_its_reason(page, seeded: SeededCluster) -> None:
+    worker_id = seeded.client.workers().workers[0].worker_id
+    seeded.client.http.request(
+        "POST", f"/api/v1/workers/{worker_id}:cordon", json_body={"reason": "bad disk"}
+    )
+    try:
+        open_page(page, seeded.url, "/workers", ".page-workers[data-loaded]")
+        row = page.locator(f'tr[data-worker-id="{worker_id}"]')
+        assert row.get_attribute("data-cordon") == "CORDONED"
+        assert "cordoned" in row.inner_text().lower() and "bad disk" in row.inner_text()
+    finally:
+        seeded.client.http.request("POST", f"/api/v1/workers/{worker_id}:uncordon")
+
+
 def test_status_page_has_charts_and_controller_facts(page, seeded: SeededCluster) -> None:
     open_page(page, seeded.url, "/status", ".page-status[data-loaded]")
     text = page.locator(".stat-row").inner_text()
