@@ -329,7 +329,7 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
     env: dict[str, str] = dict(spec.env)
     if spec.environment is not None:
         env.update(spec.environment.env_vars)
-    env.update(spec.secret_env)  # the job's secrets, as plain env of the pod (see docs/kubernetes.md)
+    env.update(spec.secret_env)  # the job's secrets: secretKeyRef entries into the attempt's Secret
     env.update(
         {
             "IRIS_CONTROLLER_URL": controller_url,
