@@ -73,13 +73,14 @@ const FAILURE_KINDS = {
   unschedulable: "unschedulable",
   gang_failed: "gang failed",
   start_failed: "could not start",
+  disk: "out of disk",
 };
 
 /** The failure kind shown beside a FAILED job's state (as the CLI's `FAILED (TIMEOUT)`), or null. */
 function shownFailureKind(d) {
   if (d.state !== "FAILED") return null;
   const t = (d.tasks || []).find((x) => x.failure);
-  return t && (t.failure.kind === "timeout" || t.failure.kind === "oom") ? t.failure.kind : null;
+  return t && (["timeout", "oom", "disk"].includes(t.failure.kind)) ? t.failure.kind : null;
 }
 
 function failureBlock(t) {
