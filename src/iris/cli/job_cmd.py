@@ -670,7 +670,7 @@ def _jobs_view(jobs: Any, fmt: str) -> Any:
     columns = ["JOB", "STATE", "TASKS", "SUBMITTED", "DURATION"]
     if wide:
         columns += ["USER", "PRIORITY", "RESOURCES", "REASON"]
-    t = table(*columns, "COMMAND")
+    t = table(*columns, "COMMAND", free=("REASON", "COMMAND"))
     for j in jobs.jobs:
         counts = " ".join(f"{k.lower()}:{v}" for k, v in sorted(j.task_counts.items()))
         row = [
