@@ -29,6 +29,7 @@ from iris.cluster.controller.backend import dashboard_backend_descriptor
 from iris.cluster.controller.bundles import check_bundle_id
 from iris.cluster.controller.controller import Controller
 from iris.cluster.controller.cross_site import CrossSiteGuard
+from iris.cluster.controller.disk_full import note_disk_full
 from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.log_routes import add_log_routes, attach_failures
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
@@ -36,6 +37,7 @@ from iris.cluster.types import JobName
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState
 from iris.rpc.errors import (
     FailedPrecondition,
+    InsufficientStorage,
     InvalidArgument,
     IrisError,
     NotFound,
@@ -190,6 +192,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.exception_handler(IrisError)
     async def _iris_error(_: Request, exc: IrisError) -> JSONResponse:
+        if isinstance(exc, InsufficientStorage):  # one line per 30 s, not one per refused request
+            note_disk_full(exc.message)
         return JSONResponse(
             status_code=exc.status_code, content={"error": {"code": exc.code, "message": exc.message}}
         )

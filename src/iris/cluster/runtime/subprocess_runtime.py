@@ -74,6 +74,8 @@ _LINE_INDEXES_KEPT = 256
 _CHANGES_KEPT = 8192
 # Finished attempts' small logs kept for ``take_finished_log`` (at most SMALL_LOG_BYTES each).
 _SMALL_LOGS_KEPT = 256
+# A container attempt's own processes are sampled once it has run this long (a CLI call each).
+CONTAINER_USAGE_AFTER_S = 1.0
 
 
 _devnull_fd = -1
@@ -599,11 +601,30 @@ class SubprocessRuntime:
         run: from its start until it is released (what the pid journal records). The root pid is
         0 once the root has been reaped (its pid may then belong to another process)."""
         with self._lock:
-            return [
+            live = [
                 (a.uid, a.popen.pid if a.returncode is None else 0, a.pgid)
                 for a in self._unreleased.values()
                 if a.popen is not None
             ]
+            containers = [
+                a.uid
+                for a in self._unreleased.values()
+                if a.runtime is not None
+                and a.returncode is None
+                and a.started_at is not None
+                and time.time() - a.started_at >= CONTAINER_USAGE_AFTER_S
+            ]
+        if not containers:
+            return live
+        # A container's processes are not in its ``docker run`` CLI's tree: its init's tree is
+        # sampled instead (looked up once, for attempts running long enough to be worth it).
+        container_pid = getattr(self._containers, "container_pid", None)
+        if container_pid is None:
+            return live
+        roots = {uid: pid for uid in containers if (pid := container_pid(uid)) > 0}
+        return [
+            (uid, roots[uid], roots[uid]) if uid in roots else entry for entry in live for uid in (entry[0],)
+        ]
 
     def running_count(self) -> int:
         with self._lock:

@@ -433,7 +433,17 @@ export function mount(root, route) {
         stopped = true;
         poller.stop();
         logView.destroy();
-        fill(message, notice("error", err.message));
+        document.title = `${jobId} not found · Iris`;
+        fill(
+          root,
+          h(
+            "div",
+            { class: "page page-job", dataset: { jobId, notFound: "1", loaded: "1" } },
+            h("h1", { class: "mono" }, jobId),
+            notice("error", `Job ${jobId} not found: ${err.message}. It may have been replaced, or never existed.`),
+            h("p", {}, h("a", { href: "#/jobs" }, "Go to the jobs")),
+          ),
+        );
         return;
       }
       fill(message, notice("error", err.message));
