@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import wait_until
 from tests.dashboard.conftest import SeededCluster, open_page, screenshot
 
 pytestmark = pytest.mark.browser
@@ -113,11 +114,27 @@ def test_endpoints_page(page, seeded: SeededCluster) -> None:
     assert "No task has registered an endpoint." in page.locator(".page-endpoints").inner_text()
 
 
-def test_unknown_job_shows_the_api_message(page, page_errors, seeded: SeededCluster) -> None:
+def test_unknown_job_says_not_found_instead_of_an_empty_page(
+    page, page_errors, seeded: SeededCluster
+) -> None:
     page_errors.allow("404")
     page.goto(f"{seeded.url}/#/jobs/nobody/nothing")
-    page.wait_for_selector(".notice.error")
-    assert "job /nobody/nothing does not exist" in page.locator(".notice.error").inner_text()
+    page.wait_for_selector('.page-job[data-not-found="1"]')
+    text = page.locator(".page-job").inner_text()
+    assert "Job /nobody/nothing not found" in text and "job /nobody/nothing does not exist" in text
+    assert page.locator(".page-job .card").count() == 0, "no empty skeleton of cards"
+    assert page.title() == "/nobody/nothing not found · Iris"
+    screenshot(page, "job-not-found")
+
+
+def test_the_title_follows_the_page(page, seeded: SeededCluster) -> None:
+    job_id = seeded.jobs["broken"]
+    open_page(page, seeded.url, f"/jobs{job_id}", ".page-job[data-loaded]")
+    assert page.title() == f"{job_id} · Iris"
+    page.goto(f"{seeded.url}/#/workers")
+    page.wait_for_selector(".page-workers, .page")
+    wait_until(lambda: page.title().startswith("Iris"), timeout=10, what="the title left the job")
+    assert job_id not in page.title()
 
 
 @pytest.mark.parametrize("route", ["/jobs", "/workers", "/scheduler", "/status"])

@@ -73,13 +73,14 @@ const FAILURE_KINDS = {
   unschedulable: "unschedulable",
   gang_failed: "gang failed",
   start_failed: "could not start",
+  disk: "out of disk",
 };
 
 /** The failure kind shown beside a FAILED job's state (as the CLI's `FAILED (TIMEOUT)`), or null. */
 function shownFailureKind(d) {
   if (d.state !== "FAILED") return null;
   const t = (d.tasks || []).find((x) => x.failure);
-  return t && (t.failure.kind === "timeout" || t.failure.kind === "oom") ? t.failure.kind : null;
+  return t && (["timeout", "oom", "disk"].includes(t.failure.kind)) ? t.failure.kind : null;
 }
 
 function failureBlock(t) {
@@ -468,7 +469,17 @@ export function mount(root, route) {
         stopped = true;
         poller.stop();
         logView.destroy();
-        fill(message, notice("error", err.message));
+        document.title = `${jobId} not found · Iris`;
+        fill(
+          root,
+          h(
+            "div",
+            { class: "page page-job", dataset: { jobId, notFound: "1", loaded: "1" } },
+            h("h1", { class: "mono" }, jobId),
+            notice("error", `Job ${jobId} not found: ${err.message}. It may have been replaced, or never existed.`),
+            h("p", {}, h("a", { href: "#/jobs" }, "Go to the jobs")),
+          ),
+        );
         return;
       }
       fill(message, notice("error", err.message));
