@@ -154,3 +154,14 @@ def test_job_page_fits_a_laptop_screen(page, seeded: SeededCluster) -> None:
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, f"the job page scrolls sideways by {overflow}px at 1280px"
     screenshot(page, "job-laptop")
+
+
+def test_profile_button_of_a_running_task_that_is_not_python(
+    page, page_errors, seeded: SeededCluster
+) -> None:
+    """The task row's Profile runs py-spy beside it; a shell's `sleep` gets one sentence back."""
+    page_errors.allow("409")  # the profiler's refusal is a 409 FailedPrecondition
+    open_page(page, seeded.url, f"/jobs{seeded.jobs['sleeper']}", ".page-job[data-loaded]")
+    page.locator('tr[data-task-index="0"] button.profile-threads').click()
+    page.wait_for_selector(".card.profile .notice.error", timeout=60_000)
+    assert "not running Python" in page.locator(".card.profile").inner_text()
