@@ -446,7 +446,10 @@ class SubprocessRuntime:
             if attempt.kill_reason is not None:
                 self._end_unstarted(attempt)
             else:
-                self._launch(attempt, preparation)
+                try:
+                    self._launch(attempt, preparation)
+                except Exception as exc:  # noqa: BLE001 - a start failure (no such command: 127)
+                    self._fail_start(attempt, exc)
         except Exception as exc:  # noqa: BLE001 - any preparation failure ends the attempt
             if attempt.terminal:
                 return
