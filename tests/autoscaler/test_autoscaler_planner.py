@@ -320,3 +320,12 @@ def test_unfittable_reason_names_every_group() -> None:
         unfittable_reason(ResourceSpec(cpu=1), [], groups, gang_size=4, group_by="slice") or ""
     )
     assert unfittable_reason(ResourceSpec(cpu=64), [], []) is None
+
+
+def test_waiting_tasks_count_those_a_full_group_cannot_take() -> None:
+    """The dashboard's demand: tasks waiting for the group, not only those it found slices for."""
+    full = snap(group("cpu", max_slices=2), ready("cpu-1"), ready("cpu-2"))
+    decision = run(full, entries=(demand(tasks=3),)).group("cpu")
+    assert decision.demand_tasks == 0 and decision.demand_slices == 0
+    assert decision.waiting_tasks == 3
+    assert run(snap(CPU), entries=(demand(tasks=3),)).group("cpu").waiting_tasks == 3

@@ -122,3 +122,54 @@ def test_files_and_directories_unpack_with_their_exec_bit(tmp_path: Path) -> Non
     assert (work / "pkg" / "mod.py").read_text() == "X = 1\n"
     assert os.access(work / "run.sh", os.X_OK) and not os.access(work / "pkg" / "mod.py", os.X_OK)
     assert (work / "deep" / "er" / "file.txt").read_bytes() == b"deep"
+
+
+def zeros_archive(tmp_path: Path, files: int, size: int) -> Path:
+    """A small .tar.gz that unpacks big: ``files`` files of ``size`` zero bytes."""
+    path = tmp_path / f"zeros-{files}-{size}.tar.gz"
+    with tarfile.open(path, "w:gz") as tar:
+        for i in range(files):
+            info = tarfile.TarInfo(f"d/f{i}")
+            info.size = size
+            tar.addfile(info, io.BytesIO(bytes(size)))
+    return path
+
+
+def test_unpacking_is_bounded_in_bytes_and_entries_with_worker_sized_defaults(tmp_path: Path) -> None:
+    from iris.cluster.worker.safe_unpack import MAX_BYTES, MAX_MEMBERS
+
+    assert MAX_BYTES >= 10 * 1000**3 and MAX_MEMBERS >= 1_000_000
+    bomb = zeros_archive(tmp_path, files=4, size=1 << 20)  # ~4 KB compressed, 4 MiB unpacked
+    assert bomb.stat().st_size < 64 * 1024
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(UnsafeBundle, match="more than 3000000 bytes"):
+        safe_unpack(bomb, out, max_bytes=3_000_000)
+    assert sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) <= 3_000_000
+    many = tmp_path / "many"
+    many.mkdir()
+    with pytest.raises(UnsafeBundle, match="more than 3 entries"):
+        safe_unpack(zeros_archive(tmp_path, files=5, size=0), many, max_entries=3)
+    cache = BundleCache(tmp_path / "cache", "http://127.0.0.1:9", max_unpack_bytes=1000)
+    with pytest.raises(
+        BundleError, match="could not unpack bundle b: the bundle unpacks to more than 1000 bytes"
+    ):
+        cache.unpack("b", bomb, many)
+
+
+def test_unpacking_stops_as_soon_as_its_attempt_ends(tmp_path: Path) -> None:
+    from iris.cluster.worker.build_lock import Cancelled
+
+    bomb = zeros_archive(tmp_path, files=50, size=1 << 16)
+    out = tmp_path / "out"
+    out.mkdir()
+    calls = {"n": 0}
+
+    def cancelled() -> bool:  # the attempt is killed after a few files
+        calls["n"] += 1
+        return calls["n"] > 5
+
+    cache = BundleCache(tmp_path / "cache", "http://127.0.0.1:9")
+    with pytest.raises(Cancelled):
+        cache.unpack("b", bomb, out, cancelled)
+    assert len([f for f in out.rglob("*") if f.is_file()]) < 50

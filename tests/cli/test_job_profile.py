@@ -7,6 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from tests.cli.helpers import run_iris
 from tests.conftest import wait_until
@@ -53,6 +54,13 @@ def test_profile_names_the_busy_function(cluster: LocalCluster, client: IrisClie
         threads = run_iris(cluster, workdir, "job", "profile", job.job_id, "--kind", "threads")
         assert threads.returncode == 0, threads.stderr
         assert "spin_the_wheel" in threads.stdout and "idle_helper_thread" in threads.stdout
+        route = f"{cluster.url}/api/v1/tasks{job.job_id}/0:profile"
+        dump = httpx.post(route, params={"kind": "threads"}, json={}, timeout=120)
+        assert dump.status_code == 200 and "spin_the_wheel" in dump.text
+        flame = httpx.post(
+            route, params={"kind": "cpu", "format": "svg", "duration_s": 1}, json={}, timeout=120
+        )
+        assert flame.headers["content-type"].startswith("image/svg+xml") and "spin_the_wheel" in flame.text
         if shutil.which("gdb"):  # memray attaches through gdb (or lldb)
             memory = run_iris(
                 cluster, workdir, "job", "profile", job.job_id, "--kind", "memory", "--duration", "1s"

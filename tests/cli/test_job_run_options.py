@@ -162,3 +162,29 @@ def test_a_timeout_exits_124_and_status_says_timeout(cluster: LocalCluster, work
     assert "FAILED (TIMEOUT)" in status.stdout and "exit code: 124" in status.stdout
     detail = json.loads(run_iris(cluster, workdir, "job", "status", "--json", "to").stdout)
     assert detail["tasks"][0]["failure"]["kind"] == "timeout"
+
+
+def test_pip_takes_a_requirements_file_from_the_workspace(cluster: LocalCluster, workdir: Path) -> None:
+    (workdir / "requirements.txt").write_text("# pinned\nsix==1.16.0  # small\n\n-r extra.txt\n")
+    (workdir / "extra.txt").write_text("attrs>=23\n")
+    spec = _submit_with(cluster, workdir, "--pip", "-r", "requirements.txt", "--pip", "rich")
+    assert spec["environment"]["pip_packages"] == ["six==1.16.0", "attrs>=23", "rich"]
+    assert spec["entrypoint"]["argv"] == ["true"], "the file name is not taken for the command"
+    assert spec["bundle_id"], "the file travels in the workspace bundle"
+    (workdir / "bad.txt").write_text("--index-url https://example.com/simple\nsix\n")
+    bad = run_iris(cluster, workdir, "job", "run", "--no-wait", "--pip", "-r", "bad.txt", "--", "true")
+    assert bad.returncode == 2
+    assert "bad.txt line 1: --index-url is an installer option; Iris takes requirements only" in bad.stderr
+    missing = run_iris(cluster, workdir, "job", "run", "--no-wait", "--pip=-r=nope.txt", "--", "true")
+    assert missing.returncode == 2 and "cannot read requirements file nope.txt" in missing.stderr
+
+
+def _submit_with(cluster: LocalCluster, cwd: Path, *flags: str) -> dict:
+    """Submit ``true`` with the workspace and ``flags``, stop it, and return its spec."""
+    result = run_iris(cluster, cwd, "job", "run", "--no-wait", "--json", *flags, "--", "true")
+    assert result.returncode == 0, result.stderr
+    job_id = json.loads(result.stdout)["job_id"]
+    run_iris(cluster, cwd, "job", "stop", job_id)
+    detail = run_iris(cluster, cwd, "job", "status", "--json", job_id)
+    assert detail.returncode == 0, detail.stderr
+    return json.loads(detail.stdout)["spec"]

@@ -39,3 +39,13 @@ def test_endpoint_names_fit_the_limit_and_torch_env() -> None:
     assert len(long_name) <= 128 and long_name.startswith("coordinator/")
     d = Distributed("10.0.0.5:8476", 2, 4)
     assert d.torch_env == {"MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "8476", "RANK": "2", "WORLD_SIZE": "4"}
+
+
+def test_the_readme_gang_example_asks_for_the_port_distributed_looks_for() -> None:
+    from pathlib import Path
+
+    from iris.client.distributed import COORDINATOR_PORT_NAME
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    gangs = [line for line in readme.splitlines() if "--group-by" in line and "--port" in line]
+    assert gangs and all(f"--port {COORDINATOR_PORT_NAME} " in line for line in gangs), gangs

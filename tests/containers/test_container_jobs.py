@@ -187,3 +187,23 @@ def test_exec_and_status_reach_the_container(
     assert str(status.get("container", "")).startswith("iris-"), status
     job.kill()
     wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
+
+
+def test_usage_samples_the_container_processes(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    hold = "import time; x = bytearray(120 * 1000 * 1000); print('holding', flush=True); time.sleep(600)"
+    result = run_iris(
+        cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", PYTHON_IMAGE,
+        "--memory", "512MB", "--", "python3", "-c", hold,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = client.job(json.loads(result.stdout)["job_id"])
+
+    def peak() -> int:
+        return job.summary().tasks[0].peak_rss_bytes or 0
+
+    # The docker CLI uses a few tens of MB; the task's 120 MB are only in the container's tree.
+    wait_until(lambda: peak() >= 120 * 1000 * 1000, timeout=60, what="the container's memory sampled")
+    job.kill()
+    wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")

@@ -57,6 +57,15 @@ def task(state: TaskState, *, exit_code: int | None = None, error: str | None = 
             "command not found: could not start the process: [Errno 2] No such file or directory: 'nope'",
         ),
         (
+            task(
+                TaskState.FAILED,
+                exit_code=143,
+                error="out of disk: used 3MB of disk, over its request of 1MB",
+            ),
+            "disk",
+            "out of disk: used 3MB of disk, over its request of 1MB",
+        ),
+        (
             task(TaskState.FAILED, exit_code=137, error="killed by SIGKILL"),
             "exit_code",
             "killed by SIGKILL (exit code 137)",

@@ -3,6 +3,7 @@ Autoscaler; an autoscaler's status renders whatever fields it reports."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from tests.conftest import wait_until
 from tests.dashboard.conftest import SMALL, open_page, screenshot
 
-from iris.client import Entrypoint, IrisClient, LocalCluster
+from iris.client import Entrypoint, IrisClient, LocalCluster, ResourceSpec
 from iris.rpc.enums import JobState
 
 pytestmark = pytest.mark.browser
@@ -100,6 +101,26 @@ def test_autoscaler_page_shows_real_groups_and_actions(page, page_errors, autosc
     assert "scale up" in actions and "boot" in actions
     assert page_errors.unexpected() == []
     screenshot(page, "autoscaler")
+
+
+def test_autoscaler_demand_counts_the_tasks_that_wait(page, page_errors, autoscaled) -> None:  # type: ignore[no-untyped-def]
+    """Three more 1-cpu tasks while one of small's two slices is busy: one new slice takes one task,
+    the other two wait for room, and the page counts all of them, never "demand 0"."""
+    client = IrisClient(autoscaled.url)
+    whole_cpu = ResourceSpec(cpu=1, memory="256MB")  # the busy slice has no whole cpu left
+    job = client.submit(Entrypoint.from_command("sleep", "120"), name="more", replicas=3, resources=whole_cpu)
+    try:
+        open_page(page, autoscaled.url, "/autoscaler", ".page-autoscaler[data-loaded]")
+        wait_until(
+            lambda: re.search(r"demand [23] tasks", page.locator(".page-autoscaler").inner_text()),
+            timeout=30,
+            what="the waiting tasks counted as demand",
+        )
+        screenshot(page, "autoscaler-demand")
+    finally:
+        job.kill()
+        client.close()
+    assert page_errors.unexpected() == []
 
 
 AUTH_CONFIG = """

@@ -90,11 +90,50 @@ def test_cli_equivalent_of_a_full_spec(js) -> None:  # type: ignore[no-untyped-d
     out = js("format.js", "cliEquivalent", spec)
     assert out["command"] == (  # type: ignore[index]
         "iris job run --name train --cpu 2 --memory 4GB --disk 1Gi --env 'A=1 2' --replicas 3"
-        " --max-retries 2 --timeout 60.5 --priority batch -- python train.py --lr 0.1 'it'\\''s'"
+        " --max-retries 2 --timeout 60.5 --priority batch --constraint zone=a"
+        " -- python train.py --lr 0.1 'it'\\''s'"
     )
-    assert out["unsupported"] == ["constraints"]  # type: ignore[index]
+    assert out["unsupported"] == []  # type: ignore[index]
     callable_spec = {"name": "f", "entrypoint": {"kind": "callable", "callable_b64": "x"}}
     assert js("format.js", "cliEquivalent", callable_spec)["command"] is None  # type: ignore[index]
+
+
+def test_cli_equivalent_expresses_gangs_pip_ports_constraints_and_devices(js) -> None:  # type: ignore[no-untyped-def]
+    from iris.cli.job_options import parse_constraint, parse_device
+    from iris.rpc.models import Constraint, DeviceSpec
+
+    constraints = [
+        Constraint(key="zone", op="IN", values=["a", "b"]),
+        Constraint(key="spot", op="NOT_EXISTS"),
+        Constraint(key="rack", op="EXISTS"),
+        Constraint(key="mem", op="GE", value="64"),
+        Constraint(key="pool", op="NE", value="cpu"),
+    ]
+    device = DeviceSpec(type="gpu", variant="h100", count=8)
+    spec = {
+        "name": "gang",
+        "entrypoint": {"kind": "command", "argv": ["python", "dist.py"]},
+        "resources": {"cpu_millicores": 1000, "memory_bytes": 512 * 10**6, "device": device.model_dump()},
+        "replicas": 4,
+        "constraints": [c.model_dump() for c in constraints],
+        "preferences": [{"key": "disk", "op": "EQ", "value": "ssd"}],
+        "coscheduling": {"group_by": "rack"},
+        "ports": ["coordinator"],
+        "environment": {"pip_packages": ["numpy==2.1", "rich"], "env_vars": {}},
+        "max_task_failures": 1,
+        "wait_for_capacity": True,
+    }
+    out = js("format.js", "cliEquivalent", spec)
+    assert out["unsupported"] == [], out  # type: ignore[index]
+    argv = shlex.split(out["command"])  # type: ignore[index]
+    assert argv[argv.index("--") :] == ["--", "python", "dist.py"]
+    given = [(flag, argv[i + 1]) for i, flag in enumerate(argv[: argv.index("--")]) if flag.startswith("--")]
+    assert [parse_constraint(v) for f, v in given if f == "--constraint"] == constraints
+    assert [parse_device(v) for f, v in given if f == "--device"] == [device]
+    assert ("--prefer", "disk=ssd") in given and ("--group-by", "rack") in given
+    assert ("--port", "coordinator") in given and ("--max-task-failures", "1") in given
+    assert [v for f, v in given if f == "--pip"] == ["numpy==2.1", "rich"]
+    assert "--wait-for-capacity" in argv
 
 
 def test_throughput_from_cumulative_counts(js) -> None:  # type: ignore[no-untyped-def]

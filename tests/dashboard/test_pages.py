@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tests.conftest import wait_until
 from tests.dashboard.conftest import SeededCluster, open_page, screenshot
 
 pytestmark = pytest.mark.browser
@@ -82,6 +83,20 @@ def test_workers_page(page, seeded: SeededCluster) -> None:
     screenshot(page, "workers")
 
 
+def test_workers_page_shows_a_cordon_and_its_reason(page, seeded: SeededCluster) -> None:
+    worker_id = seeded.client.workers().workers[0].worker_id
+    seeded.client.http.request(
+        "POST", f"/api/v1/workers/{worker_id}:cordon", json_body={"reason": "bad disk"}
+    )
+    try:
+        open_page(page, seeded.url, "/workers", ".page-workers[data-loaded]")
+        row = page.locator(f'tr[data-worker-id="{worker_id}"]')
+        assert row.get_attribute("data-cordon") == "CORDONED"
+        assert "cordoned" in row.inner_text().lower() and "bad disk" in row.inner_text()
+    finally:
+        seeded.client.http.request("POST", f"/api/v1/workers/{worker_id}:uncordon")
+
+
 def test_status_page_has_charts_and_controller_facts(page, seeded: SeededCluster) -> None:
     open_page(page, seeded.url, "/status", ".page-status[data-loaded]")
     text = page.locator(".stat-row").inner_text()
@@ -99,11 +114,27 @@ def test_endpoints_page(page, seeded: SeededCluster) -> None:
     assert "No task has registered an endpoint." in page.locator(".page-endpoints").inner_text()
 
 
-def test_unknown_job_shows_the_api_message(page, page_errors, seeded: SeededCluster) -> None:
+def test_unknown_job_says_not_found_instead_of_an_empty_page(
+    page, page_errors, seeded: SeededCluster
+) -> None:
     page_errors.allow("404")
     page.goto(f"{seeded.url}/#/jobs/nobody/nothing")
-    page.wait_for_selector(".notice.error")
-    assert "job /nobody/nothing does not exist" in page.locator(".notice.error").inner_text()
+    page.wait_for_selector('.page-job[data-not-found="1"]')
+    text = page.locator(".page-job").inner_text()
+    assert "Job /nobody/nothing not found" in text and "job /nobody/nothing does not exist" in text
+    assert page.locator(".page-job .card").count() == 0, "no empty skeleton of cards"
+    assert page.title() == "/nobody/nothing not found · Iris"
+    screenshot(page, "job-not-found")
+
+
+def test_the_title_follows_the_page(page, seeded: SeededCluster) -> None:
+    job_id = seeded.jobs["broken"]
+    open_page(page, seeded.url, f"/jobs{job_id}", ".page-job[data-loaded]")
+    assert page.title() == f"{job_id} · Iris"
+    page.goto(f"{seeded.url}/#/workers")
+    page.wait_for_selector(".page-workers, .page")
+    wait_until(lambda: page.title().startswith("Iris"), timeout=10, what="the title left the job")
+    assert job_id not in page.title()
 
 
 @pytest.mark.parametrize("route", ["/jobs", "/workers", "/scheduler", "/status"])
@@ -123,3 +154,14 @@ def test_job_page_fits_a_laptop_screen(page, seeded: SeededCluster) -> None:
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert overflow <= 0, f"the job page scrolls sideways by {overflow}px at 1280px"
     screenshot(page, "job-laptop")
+
+
+def test_profile_button_of_a_running_task_that_is_not_python(
+    page, page_errors, seeded: SeededCluster
+) -> None:
+    """The task row's Profile runs py-spy beside it; a shell's `sleep` gets one sentence back."""
+    page_errors.allow("409")  # the profiler's refusal is a 409 FailedPrecondition
+    open_page(page, seeded.url, f"/jobs{seeded.jobs['sleeper']}", ".page-job[data-loaded]")
+    page.locator('tr[data-task-index="0"] button.profile-threads').click()
+    page.wait_for_selector(".card.profile .notice.error", timeout=60_000)
+    assert "not running Python" in page.locator(".card.profile").inner_text()

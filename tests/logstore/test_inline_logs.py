@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from iris.cluster.controller.logstore import LogQuery, LogStore, run_query
 from iris.cluster.controller.logstore.index import SCHEMA_VERSION
 from iris.cluster.controller.logstore.segment import STRIDE, InlineLog, LogData, Segment
-from iris.rpc.errors import InvalidArgument
+from iris.rpc.errors import InsufficientStorage, InvalidArgument
 from iris.rpc.log_models import LogChunk, LogPushRequest
 
 OWNERS = {"a1": ("/u/job/0", 0), "b1": ("/u/job/1", 0), "c1": ("/u/job/2", 0)}
@@ -315,7 +315,7 @@ def test_an_index_write_that_fails_mid_spill_leaves_the_log_inline_and_the_next_
         raise sqlite3.OperationalError("database or disk is full")
 
     store.index.write = full_disk  # type: ignore[method-assign]
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(InsufficientStorage):  # a 507 with one sentence, not a traceback
         push(store, "a1", 4, data(4, 6))
     store.index.write = write  # type: ignore[method-assign]
     log = store.segment("a1")

@@ -11,7 +11,7 @@ import pytest
 from tests.runtime.helpers import make_spec, wait_done
 
 from iris.cluster.runtime import SubprocessRuntime
-from iris.cluster.runtime.disk import DiskView, decide_disk, dir_usage
+from iris.cluster.runtime.disk import DiskView, decide_disk, dir_usage, free_inodes
 from iris.cluster.runtime.policy import KillReason
 from iris.cluster.runtime.subprocess_runtime import Preparation
 from iris.rpc.enums import TaskState
@@ -112,3 +112,41 @@ def test_dir_usage_counts_allocated_bytes(tmp_path: Path) -> None:
     (tmp_path / "d" / "f").write_bytes(b"x" * 100_000)
     (tmp_path / "link").symlink_to("/usr")  # not followed
     assert 100_000 <= dir_usage(tmp_path) < 1_000_000
+
+
+def test_an_attempts_log_counts_against_its_disk_request(runtime: SubprocessRuntime) -> None:
+    """A log flood is charged to its attempt (not to the worker): it fails with kind DISK."""
+    flood = make_spec("sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' 'x' | fold -w 1000; sleep 100",
+                      resources=ResourceSpec(cpu=1, memory="1GB", disk="1MB"))  # fmt: skip
+    quiet = make_spec("sleep", "100", resources=ResourceSpec(cpu=1, memory="1GB", disk="1MB"))
+    runtime.start_many([flood, quiet])
+    snap = wait_done(runtime, flood.attempt_uid)
+    assert snap.state is TaskState.FAILED
+    assert (snap.error or "").startswith("out of disk: ") and "over its request of" in (snap.error or "")
+    current = runtime.snapshot(quiet.attempt_uid)
+    assert current is not None and current.state is TaskState.RUNNING
+
+
+def test_out_of_inodes_blames_the_attempt_holding_the_most_files(tmp_path: Path) -> None:
+    views = [DiskView("few", 10**6, 0, entries=3), DiskView("many", 10, 0, entries=500_000)]
+    (decision,) = decide_disk(views, free_bytes=10**12, free_inode_count=100)
+    assert decision.attempt_uid == "many" and decision.reason is KillReason.DISK
+    assert decision.message.startswith("out of disk: ") and "inodes" in decision.message
+    assert decide_disk(views, free_bytes=10**12, free_inode_count=10**6) == []
+    assert free_inodes(tmp_path) is None or free_inodes(tmp_path) > 0
+
+
+def test_a_full_disk_frees_finished_attempts_files_failed_first(tmp_path: Path) -> None:
+    """Short of space the worker deletes finished attempts' work dirs (their logs stay)."""
+    rt = runtime_with(tmp_path, min_free_disk_bytes=1 << 60)  # a disk that always looks full
+    try:
+        failed = make_spec("sh", "-c", "echo data > kept; echo bye; exit 3")
+        rt.start(failed)
+        assert wait_done(rt, failed.attempt_uid).state is TaskState.FAILED
+        work = rt.tasks_dir / failed.attempt_uid
+        assert rt.wait_for(lambda: not work.exists(), 10), "the failed attempt's work dir was not freed"
+        assert [line.line for line in rt.read_logs(failed.attempt_uid).lines if line.stream == "stdout"] == [
+            "bye"
+        ]
+    finally:
+        rt.shutdown()

@@ -99,8 +99,8 @@ def cluster() -> None:
 @click.option(
     "--no-auth",
     is_flag=True,
-    help="Do not require the one-time token (any local user, and any web page through the API's "
-    "JSON-only, own-host-only checks, can then reach the cluster).",
+    help="Do not require the one-time token: any local user can then use the cluster (web pages "
+    "still cannot: it takes writes only as JSON, and only under its own host names).",
 )
 def cluster_start(
     local: bool,

@@ -28,6 +28,7 @@ from iris.cli.context import (
 )
 from iris.cli.job_options import (
     did_you_mean,
+    expand_requirement_files,
     tpu_request,
 )
 from iris.cli.logs_cmd import print_failures
@@ -293,7 +294,8 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     multiple=True,
     metavar="PKG",
     help="Install PKG in the task's environment (repeatable): a requirement or a remote URL; local "
-    "paths are refused (ship local code in the workspace).",
+    "paths are refused (ship local code in the workspace). --pip -r FILE takes the requirements of a "
+    "file in the workspace (requirements only, -r nests; installer options are refused).",
 )
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
@@ -400,6 +402,12 @@ def job_run(
         image=image,
         image_pull_policy=image_pull_policy,
     )
+    try:
+        pip_packages, command = expand_requirement_files(pip_packages, list(command), Path.cwd())
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--pip") from None
+    if not command:
+        raise click.UsageError("give the command to run after --, e.g. iris job run -- python train.py")
     if pip_packages:
         submit_kwargs["environment"] = EnvironmentSpec(pip_packages=list(pip_packages))
     request = ClusterRequest(zone=zone, region=region, tpu=tpu, replicas_given=replicas_given)
@@ -670,7 +678,7 @@ def _jobs_view(jobs: Any, fmt: str) -> Any:
     columns = ["JOB", "STATE", "TASKS", "SUBMITTED", "DURATION"]
     if wide:
         columns += ["USER", "PRIORITY", "RESOURCES", "REASON"]
-    t = table(*columns, "COMMAND")
+    t = table(*columns, "COMMAND", free=("REASON", "COMMAND"))
     for j in jobs.jobs:
         counts = " ".join(f"{k.lower()}:{v}" for k, v in sorted(j.task_counts.items()))
         row = [

@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 from iris.rpc.enums import ConstraintOp
 from iris.rpc.models import Constraint, DeviceSpec
@@ -217,3 +218,63 @@ def tpu_request(text: str, workers: Iterable[tuple[DeviceSpec | None, dict[str, 
     hosts = max(int(a.get("tpu-hosts", "1")) if a.get("tpu-hosts", "1").isdigit() else 1 for _, a in found)
     constraints = [Constraint(key="tpu-topology", op=ConstraintOp.EQ, value=topology)] if grid else []
     return TpuRequest(DeviceSpec(type="tpu", variant=variants[0], count=chips), constraints, hosts)
+
+
+# ---------------------------------------------------------------- requirements files
+
+REQUIREMENT_FLAGS = ("-r", "--requirement")
+
+
+def expand_requirement_files(
+    pip: Iterable[str], command: list[str], base: Path
+) -> tuple[list[str], list[str]]:
+    """``--pip -r FILE`` (or ``--pip -r=FILE``) beside package names: the file's requirements, read
+    from the workspace directory ``base`` (so the file travels in the job's bundle).
+
+    Click hands ``--pip -r requirements.txt`` over as the value ``-r`` followed by a command that
+    starts with the file name: that first word is taken back. Returns the requirements and the
+    command that is left.
+    """
+    out: list[str] = []
+    for value in pip:
+        if value in REQUIREMENT_FLAGS:
+            if not command:
+                raise ValueError("--pip -r needs a requirements file, e.g. --pip -r requirements.txt")
+            name, command = command[0], command[1:]
+        elif value.startswith(tuple(f"{flag}=" for flag in REQUIREMENT_FLAGS)):
+            name = value.split("=", 1)[1]
+        else:
+            out.append(value)
+            continue
+        out.extend(read_requirements(base / name, base))
+    return out, command
+
+
+def read_requirements(path: Path, base: Path, seen: frozenset[Path] = frozenset()) -> list[str]:
+    """The requirements of a pip requirements file inside ``base`` (``-r`` nests); options that
+    would steer the installer (``--index-url``, ``-e``, ``-c``...) are refused, naming the line."""
+    resolved = path.resolve()
+    shown = path.relative_to(base) if path.is_relative_to(base) else path
+    if not resolved.is_relative_to(base.resolve()):
+        raise ValueError(f"{shown} is outside the workspace ({base}); put the requirements file in it")
+    if resolved in seen:
+        raise ValueError(f"{shown} includes itself (through -r)")
+    try:
+        text = resolved.read_text()
+    except OSError as exc:
+        raise ValueError(f"cannot read requirements file {shown}: {exc.strerror or exc}") from None
+    out: list[str] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split(" #", 1)[0].strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 1)
+        if parts[0] in REQUIREMENT_FLAGS and len(parts) == 2:
+            out.extend(read_requirements(resolved.parent / parts[1].strip(), base, seen | {resolved}))
+        elif line.startswith("-"):
+            raise ValueError(
+                f"{shown} line {number}: {parts[0]} is an installer option; Iris takes requirements only"
+            )
+        else:
+            out.append(line)
+    return out

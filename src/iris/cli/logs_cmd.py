@@ -167,14 +167,30 @@ def job_logs(
             "include_children": include_children,
             "include_system": include_system,
         }
+        announcer = None
+        if follow and attempt is None and tail is None and not include_children:
+            # Following from the start: every attempt in order, each retry announced on stderr.
+            from iris.cli.attempts import RetryAnnouncer, task_fetcher
+
+            filters.update(attempt="all", include_system=True)
+            announcer = RetryAnnouncer(detail["spec"], task_fetcher(http.request, task_path(canonical)))
         try:
             for page in log_pages(http, canonical, follow=follow, tail=tail, **filters):
                 for line in page["lines"]:
+                    if announcer is not None:
+                        note = announcer.see(line["task_index"], line["attempt_number"])
+                        if note is not None:
+                            sys.stdout.flush()
+                            sys.stderr.write(note + "\n")
+                            sys.stderr.flush()
+                        if line["stream"] == "system" and not include_system:
+                            continue
                     prefix = _prefix(line, canonical, include_children) if multi else ""
                     write_line(line, prefix=prefix, timestamps=timestamps, color=color, raw=raw)
                 sys.stdout.flush()
         except KeyboardInterrupt:
-            pass
+            sys.stdout.flush()
+            sys.exit(130)  # as every command stopped by Ctrl-C
 
 
 @click.command("summary")

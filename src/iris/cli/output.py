@@ -165,10 +165,46 @@ def resources_text(cpu_millicores: int, memory_bytes: int, device: DeviceSpec | 
 
 
 class PlainTable(Table):
-    """A table whose ``str`` cells are user text: cleaned to one line, never read as markup."""
+    """A table whose ``str`` cells are user text: cleaned to one line, never read as markup.
+
+    When it is wider than the terminal, the ``keep`` columns (ids, states) stay whole, the other
+    short columns come next, and the free-text columns (commands, reasons) give way first.
+    """
+
+    keep_columns: frozenset[int] = frozenset()
+    free_columns: frozenset[int] = frozenset()
 
     def add_row(self, *cells: Any, **kwargs: Any) -> None:
         super().add_row(*(_cell(c) for c in cells), **kwargs)
+
+    def __rich_console__(self, console: Console, options: Any) -> Any:
+        self._fit(console, options.max_width)
+        yield from super().__rich_console__(console, options)
+
+    def _fit(self, console: Console, max_width: int) -> None:
+        needs = []
+        for column in self.columns:
+            cells = [column.header, *column.cells]
+            needs.append(max(console.measure(c).maximum if not isinstance(c, str) else len(c) for c in cells))
+        if sum(needs) + 2 * (len(needs) - 1) <= max_width:
+            return  # it fits as it is
+        room = max_width - 2 * (len(needs) - 1) - sum(needs[i] for i in self.keep_columns)
+        short = [i for i in range(len(needs)) if i not in self.keep_columns and i not in self.free_columns]
+        free = [i for i in range(len(needs)) if i in self.free_columns and i not in self.keep_columns]
+        widths = _share({i: needs[i] for i in short}, max(0, room - MIN_FREE_WIDTH * len(free)))
+        widths.update(_share({i: needs[i] for i in free}, max(0, room - sum(widths.values()))))
+        for i, column in enumerate(self.columns):
+            column.width = needs[i] if i in self.keep_columns else max(1, widths[i])
+
+
+def _share(needs: dict[int, int], budget: int) -> dict[int, int]:
+    """``budget`` shared fairly: each column its need if it can, the widest ones cut to what is left."""
+    out = {}
+    order = sorted(needs, key=lambda i: needs[i])
+    for k, i in enumerate(order):
+        out[i] = min(needs[i], budget // (len(order) - k))
+        budget -= out[i]
+    return out
 
 
 def _cell(value: Any) -> Any:
@@ -178,15 +214,33 @@ def _cell(value: Any) -> Any:
     return text
 
 
-def table(*columns: str, title: str | None = None) -> PlainTable:
+# The narrowest a free-text column is cut to while the terminal leaves room for it.
+MIN_FREE_WIDTH = 8
+
+
+# Columns of ids and states, never cut to fit a terminal.
+KEPT_COLUMNS = ("JOB", "STATE", "UID", "WORKER", "TASK", "ATTEMPT", "STATUS")
+
+
+def table(
+    *columns: str,
+    title: str | None = None,
+    free: tuple[str, ...] | None = None,
+    keep: tuple[str, ...] | None = None,
+) -> PlainTable:
     """A borderless table; every cell keeps to one line, cut with an ellipsis when too long.
 
-    The last column gives way first when the table is wider than the terminal (Rich narrows
-    wrappable columns before the others; its cells still never wrap).
+    When the table is wider than the terminal the free-text columns (``free``; the last column
+    by default) are cut first, and the ``keep`` columns (by default the first one and those named
+    in ``KEPT_COLUMNS``: ids and states) never.
     """
     t = PlainTable(title=title, header_style="bold", box=None, pad_edge=False)
-    for i, c in enumerate(columns):
-        t.add_column(c, overflow="ellipsis", no_wrap=i < len(columns) - 1)
+    free_names = (columns[-1],) if free is None else free
+    keep_names = (columns[0], *KEPT_COLUMNS) if keep is None else keep
+    t.free_columns = frozenset(i for i, c in enumerate(columns) if c in free_names)
+    t.keep_columns = frozenset(i for i, c in enumerate(columns) if c in keep_names)
+    for c in columns:
+        t.add_column(c, overflow="ellipsis", no_wrap=True)
     return t
 
 

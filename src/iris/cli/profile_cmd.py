@@ -9,57 +9,19 @@ to the task's process tree (``$IRIS_TASK_PID``, with its Python subprocesses).
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from pathlib import Path
 
 import click
 
 from iris.cli.context import CliError, Ctx, check_task, complete_job_id, job_id_of
 from iris.cli.job_options import parse_duration
-
-# Shell run beside the task: the profiler's own chatter goes to stderr, the profile to stdout.
-_PID_CHECK = (
-    'if [ -z "$IRIS_TASK_PID" ]; then echo "the task has no running process on its worker" >&2; exit 3; fi; '
+from iris.cluster.runtime.profiling import (
+    MAX_PROFILE_S,
+    exec_timeout,
+    failure_sentence,
+    profile_argv,
+    top_functions,
 )
-_PREAMBLE = _PID_CHECK + "T=$(mktemp) || exit 1; trap 'rm -f \"$T\"' EXIT; "
-
-_SCRIPTS = {
-    "threads": _PID_CHECK + '"$IRIS_WORKER_BIN/py-spy" dump --pid "$IRIS_TASK_PID" --subprocesses',
-    "cpu": (
-        _PREAMBLE + '"$IRIS_WORKER_BIN/py-spy" record --pid "$IRIS_TASK_PID" --subprocesses --nonblocking '
-        '--duration "$1" --format "$2" --output "$T" >&2 && cat "$T"'
-    ),
-    "memory": (
-        _PREAMBLE
-        + '"$IRIS_WORKER_BIN/memray" attach --duration "$1" --output "$T" --force "$IRIS_TASK_PID" >&2 '
-        '&& sleep "$1" && sleep 2 && "$IRIS_WORKER_BIN/memray" stats "$T"'
-    ),
-}
-TOP_N = 25
-
-
-def top_functions(collapsed: str, limit: int = TOP_N) -> str:
-    """A text profile from py-spy's collapsed stacks (``frame;frame;... count``): per function,
-    the share of samples where it is on the stack (total) and on top (self)."""
-    total_by: Counter[str] = Counter()
-    self_by: Counter[str] = Counter()
-    samples = 0
-    for line in collapsed.splitlines():
-        stack, _, count_text = line.rpartition(" ")
-        if not stack or not count_text.isdigit():
-            continue
-        count = int(count_text)
-        samples += count
-        frames = stack.split(";")
-        for frame in set(frames):
-            total_by[frame] += count
-        self_by[frames[-1]] += count
-    if not samples:
-        return "no samples: the task ran no Python code while it was profiled\n"
-    out = [f"{samples} samples", f"{'TOTAL':>7} {'SELF':>7}  FUNCTION (FILE:LINE)"]
-    for frame, count in total_by.most_common(limit):
-        out.append(f"{100 * count / samples:6.1f}% {100 * self_by[frame] / samples:6.1f}%  {frame}")
-    return "\n".join(out) + "\n"
 
 
 @click.command("profile")
@@ -105,15 +67,13 @@ def job_profile(
         seconds = parse_duration(duration)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--duration") from None
-    if seconds > 600:
+    if seconds > MAX_PROFILE_S:
         raise click.BadParameter("profile for at most 10m", param_hint="--duration")
     fmt = fmt or ("svg" if output is not None and kind == "cpu" else "text")
     if fmt == "svg" and kind != "cpu":
         raise click.BadParameter("only --kind cpu makes an SVG (a flame graph)", param_hint="--format")
-    spy_format = "flamegraph" if fmt == "svg" else "raw"
-    script = _SCRIPTS[kind]
-    argv = ["sh", "-c", script, "iris-profile", str(max(1, round(seconds))), spy_format]
-    wait_s = (seconds if kind != "threads" else 0) + 60
+    argv = profile_argv(kind, seconds, fmt)  # type: ignore[arg-type]
+    wait_s = exec_timeout(kind, seconds)  # type: ignore[arg-type]
     with obj.client() as client:
         handle = client.job(job_id_of(job_id, client))
         task = check_task(handle.detail(), task_index)
@@ -131,9 +91,7 @@ def job_profile(
         )
         result = ExecResponse.model_validate(answer)
     if result.exit_code != 0:
-        detail = " ".join(result.stderr.split())[-600:] or f"exit code {result.exit_code}"
-        if "python version" in detail.lower() or "not a python" in detail.lower():
-            detail = f"the task is not running Python ({detail})"
+        detail = failure_sentence(result.stderr, result.exit_code)
         raise CliError(f"cannot profile task {task_index} of {handle.job_id}: {detail}")
     text = result.stdout
     if kind == "cpu" and fmt == "text":

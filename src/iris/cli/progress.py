@@ -180,14 +180,28 @@ def follow_job(
 
 
 def _stream(job: Job, multi: bool, status: LiveStatus | None, raw: bool) -> None:
-    for log_line in job.follow_lines(on_detail=status.update if status is not None else None):
+    """Every attempt's output in order; a line on stderr announces each retry."""
+    from iris.cli.attempts import RetryAnnouncer, task_fetcher
+    from iris.client.log_pages import task_path
+
+    spec = job.detail(task_limit=0).spec.model_dump(mode="json")
+    announcer = RetryAnnouncer(spec, task_fetcher(job.client.http.request, task_path(job.job_id)))
+    for log_line in job.follow_all_attempts(on_detail=status.update if status is not None else None):
+        note = announcer.see(log_line.task_index, log_line.attempt_number)
+        if note is not None:
+            _say(note, sys.stderr, status)
+        if log_line.stream == "system":
+            continue
         shown = log_line.line if raw else terminal_safe(log_line.line)
         text = f"[task {log_line.task_index}] {shown}" if multi else shown
-        stream = sys.stderr if log_line.stream == "stderr" else sys.stdout
-        if status is not None:
-            status.write(text, stream)
-        else:
-            _write(text, stream)
+        _say(text, sys.stderr if log_line.stream == "stderr" else sys.stdout, status)
+
+
+def _say(text: str, stream: TextIO, status: LiveStatus | None) -> None:
+    if status is not None:
+        status.write(text, stream)
+    else:
+        _write(text, stream)
 
 
 def _interrupted(job: Job, console: Console, detach_ok: bool) -> int:

@@ -58,6 +58,11 @@ def worker() -> None:
     "--fence-after",
     help="Seconds without a reconcile after which the worker kills its own attempts (default: as the controller advises).",
 )
+@click.option("--bundle-max-size", help="A workspace bundle unpacks to at most this much (default 10GB).")
+@click.option(
+    "--bundle-max-entries",
+    help="A workspace bundle unpacks to at most this many files and directories (default 1000000).",
+)
 @click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),

@@ -345,6 +345,30 @@ class Job:
                     on_detail(self.full_detail())
                 return
 
+    def follow_all_attempts(
+        self, *, poll_s: float = 0.1, on_detail: Callable[[JobDetail], None] | None = None
+    ) -> Iterator[StoredLine]:
+        """Every line of every attempt of every task (system lines included) as they appear,
+        until the job is terminal and drained: a retried task's earlier attempts are not skipped.
+        A replaced run's attempts never appear."""
+        cursor = ""
+        while True:
+            if on_detail is not None:
+                on_detail(self.full_detail())
+            try:
+                page = self.query_logs(
+                    after=cursor, attempt="all", include_system=True, wait_s=max(poll_s, 0.5)
+                )
+            except IrisError:
+                time.sleep(poll_s)
+                continue
+            yield from page.lines
+            cursor = page.cursor
+            if page.complete and not page.lines:
+                if on_detail is not None:
+                    on_detail(self.full_detail())
+                return
+
     def exec(self, argv: Sequence[str], *, task_index: int = 0, timeout: float = 60.0) -> ExecResponse:
         """Run a command beside a running task (its working directory and environment, or its pod)."""
         body = ExecRequest(argv=list(argv), timeout_s=timeout)

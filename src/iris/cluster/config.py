@@ -99,7 +99,11 @@ class LogsConfig(ConfigModel):
     max_total_size: int = Field(default=10 * 1000**3, ge=1_000_000)
     """Above this many bytes in total (``10GB``, ``500MB`` ... accepted), the oldest logs go first."""
 
-    @field_validator("max_total_size", mode="before")
+    max_job_size: int = Field(default=1000**3, ge=10_000)
+    """One job's output kept at most (all its attempts together): past it, each attempt's log ends
+    with one marker line and the rest is dropped, so one job cannot fill the controller's disk."""
+
+    @field_validator("max_total_size", "max_job_size", mode="before")
     @classmethod
     def _size(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -371,7 +371,7 @@ class AttemptStatus(WireModel):
 # The exit code of a task stopped at its execution timeout, as timeout(1) and Slurm's TIMEOUT use.
 TIMEOUT_EXIT_CODE = 124
 # Failure kinds the CLI and dashboard show beside a failed job's state, e.g. ``FAILED (TIMEOUT)``.
-SHOWN_FAILURE_KINDS = frozenset({"timeout", "oom"})
+SHOWN_FAILURE_KINDS = frozenset({"timeout", "oom", "disk"})
 
 
 class FailureInfo(WireModel):
@@ -389,6 +389,7 @@ class FailureInfo(WireModel):
         "gang_failed",
         "start_failed",
         "image",
+        "disk",
     ]
     summary: str
     exit_code: int | None = None

@@ -156,7 +156,20 @@ def test_reason_reflects_what_this_pass_already_placed():
 def test_unschedulable_workers_do_not_count_as_matching():
     workers = [worker("drained", attrs={"zone": "us"}, schedulable=False), worker("eu", attrs={"zone": "eu"})]
     result = schedule([task("/u/j/0", constraints=(con("zone", "EQ", "us"),))], workers)
-    assert result.pending["/u/j/0"].message == "no worker satisfies zone=us (1 worker has zone=eu)"
+    assert result.pending["/u/j/0"].message == (
+        "no worker satisfies zone=us (1 worker has zone=eu;"
+        " 1 worker that does cannot take work now (degraded, unhealthy or draining))"
+    )
+
+
+def test_a_missing_attribute_held_only_by_a_degraded_worker_says_so():
+    """A worker DEGRADED by a full disk: the job is not told that no worker has the attribute."""
+    workers = [worker("full", attrs={"pool": "a"}, schedulable=False), worker("other")]
+    result = schedule([task("/u/j/0", constraints=(con("pool", "EQ", "a"),))], workers)
+    assert result.pending["/u/j/0"].message == (
+        "no worker satisfies pool=a (no worker has attribute pool;"
+        " 1 worker that does cannot take work now (degraded, unhealthy or draining))"
+    )
 
 
 def test_explain_names_the_workers():

@@ -106,6 +106,8 @@ def diagnose(
         return FailureInfo(kind="preempted", summary=who, **common)
     if task.state is TaskState.WORKER_FAILED or "was lost" in lowered:
         return FailureInfo(kind="worker_lost", summary=error or "its worker was lost", **common)
+    if lowered.startswith("out of disk"):  # the worker's DISK kills (runtime/disk.py)
+        return FailureInfo(kind="disk", summary=error, **common)
     if "out of memory" in lowered or "oomkilled" in lowered:
         match = _OOM_USED.search(error)
         if match:

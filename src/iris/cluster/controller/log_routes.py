@@ -356,6 +356,10 @@ def add_log_routes(
             chosen = select_attempts(
                 logs.attempts_of_job(job_id, include_children=include_children), query, current
             )
+            if chosen:  # a replaced run's attempts (gone from the database) keep their logs: not shown
+                with controller.db.read() as cur:
+                    live = store.attempt_rows(cur, [a.attempt_uid for a in chosen])
+                chosen = [a for a in chosen if a.attempt_uid in live]
             if download:
                 multi = len({a.task_id for a in chosen}) > 1
                 name = job_id.strip("/").replace("/", "_") or "job"
@@ -374,7 +378,7 @@ def add_log_routes(
                     for task_id, uid in current.items()
                     if uid not in chosen_uids
                     and (query.tasks is None or _index(task_id) in query.tasks)
-                    and query.attempt is None
+                    and query.attempt in (None, "all")
                     and logs.attempt(uid) is None
                 ]
                 with controller.db.read() as cur:

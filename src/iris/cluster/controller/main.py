@@ -128,6 +128,7 @@ def build_controller(
     if config is not None:
         controller.logs.max_age_s = config.logs.max_age_hours * 3600
         controller.logs.max_total_bytes = config.logs.max_total_size
+        controller.logs.max_job_bytes = config.logs.max_job_size
         controller.task_env = dict(config.defaults.task_env)
         controller.forward_env = list(config.forward_env)
         controller.budgets.set_defaults(config.user_budgets)

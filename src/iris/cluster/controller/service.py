@@ -13,7 +13,7 @@ import logging
 import re
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,13 +29,22 @@ from iris.cluster.controller.backend import dashboard_backend_descriptor
 from iris.cluster.controller.bundles import check_bundle_id
 from iris.cluster.controller.controller import Controller
 from iris.cluster.controller.cross_site import CrossSiteGuard
+from iris.cluster.controller.disk_full import note_disk_full
 from iris.cluster.controller.http_guard import HttpGuard
 from iris.cluster.controller.log_routes import add_log_routes, attach_failures
 from iris.cluster.controller.metrics import CONTENT_TYPE, CountsReader, RequestTimer
+from iris.cluster.runtime.profiling import (
+    MAX_PROFILE_S,
+    exec_timeout,
+    failure_sentence,
+    profile_argv,
+    top_functions,
+)
 from iris.cluster.types import JobName
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState
 from iris.rpc.errors import (
     FailedPrecondition,
+    InsufficientStorage,
     InvalidArgument,
     IrisError,
     NotFound,
@@ -190,6 +199,8 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
 
     @app.exception_handler(IrisError)
     async def _iris_error(_: Request, exc: IrisError) -> JSONResponse:
+        if isinstance(exc, InsufficientStorage):  # one line per 30 s, not one per refused request
+            note_disk_full(exc.message)
         return JSONResponse(
             status_code=exc.status_code, content={"error": {"code": exc.code, "message": exc.message}}
         )
@@ -657,6 +668,32 @@ def create_app(controller: Controller, *, dashboard_dir: Path | None = None) -> 
         """Run a command beside a running task: in its worker's working directory, or in its pod."""
         task_id = owned_task(_job_id(task_path))
         return controller.require_backend().attempt_exec(controller.attempt_ref(task_id, attempt), request)
+
+    @app.post("/api/v1/tasks/{task_path:path}:profile")
+    def task_profile(
+        task_path: str,
+        kind: Literal["cpu", "threads", "memory"] = "threads",
+        duration_s: float = Query(default=10.0, gt=0, le=MAX_PROFILE_S),
+        format: Literal["svg", "text"] = "text",
+        attempt: str | None = None,
+    ) -> Response:
+        """Profile a running task with py-spy or memray (``iris job profile``): text, or an SVG
+        flame graph (``kind=cpu&format=svg``). Runs beside the task as exec does (owner or admin)."""
+        if format == "svg" and kind != "cpu":
+            raise InvalidArgument("only kind=cpu makes an SVG (a flame graph)")
+        task_id = owned_task(_job_id(task_path))
+        request = ExecRequest(
+            argv=profile_argv(kind, duration_s, format), timeout_s=exec_timeout(kind, duration_s)
+        )
+        result = controller.require_backend().attempt_exec(controller.attempt_ref(task_id, attempt), request)
+        if result.exit_code != 0:
+            raise FailedPrecondition(
+                f"cannot profile {task_id}: {failure_sentence(result.stderr, result.exit_code)}"
+            )
+        if format == "svg":
+            return Response(result.stdout, media_type="image/svg+xml")
+        text = top_functions(result.stdout) if kind == "cpu" else result.stdout
+        return Response(text, media_type="text/plain; charset=utf-8")
 
     @app.post("/api/v1/workers/register", response_model=RegisterResponse)
     def register(req: RegisterRequest) -> Response:

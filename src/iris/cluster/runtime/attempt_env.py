@@ -33,23 +33,27 @@ def build_attempt_env(
     if spec.environment is not None:
         env.update(spec.environment.env_vars)
     env.update(spec.secret_env)
-    env.update(
-        {
-            "PWD": work_dir,
-            "IRIS_CONTROLLER_URL": controller_url,
-            "IRIS_JOB_ID": spec.job_id,
-            "IRIS_TASK_ID": spec.task_id,
-            "IRIS_TASK_INDEX": str(spec.task_index),
-            "IRIS_NUM_TASKS": str(spec.replicas),
-            "IRIS_ATTEMPT_UID": spec.attempt_uid,
-            "IRIS_ATTEMPT_NUMBER": str(spec.attempt_number),
-            "IRIS_WORKER_ID": worker_id,
-        }
-    )
-    if spec.gang_generation is not None:
-        env["IRIS_GANG_GENERATION"] = str(spec.gang_generation)
+    env["PWD"] = work_dir
+    env.update(task_contract_env(spec, controller_url))
+    env["IRIS_WORKER_ID"] = worker_id
     for name, port in ports.items():
         env[port_env_name(name)] = str(port)
+    return env
+
+
+def task_contract_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
+    """The IRIS_* variables every task gets, whatever runs it (a process, a container, a pod)."""
+    env = {
+        "IRIS_CONTROLLER_URL": controller_url,
+        "IRIS_JOB_ID": spec.job_id,
+        "IRIS_TASK_ID": spec.task_id,
+        "IRIS_TASK_INDEX": str(spec.task_index),
+        "IRIS_NUM_TASKS": str(spec.replicas),
+        "IRIS_ATTEMPT_UID": spec.attempt_uid,
+        "IRIS_ATTEMPT_NUMBER": str(spec.attempt_number),
+    }
+    if spec.gang_generation is not None:
+        env["IRIS_GANG_GENERATION"] = str(spec.gang_generation)
     return env
 
 

@@ -87,6 +87,7 @@ class ContainerTaskRuntime:
         self._image_locks: dict[str, threading.Lock] = {}
         self._present: dict[str, float] = {}
         self._limits: dict[str, int] = {}
+        self._pids: dict[str, int] = {}
 
     # ------------------------------------------------------------------ TaskRuntime
 
@@ -165,6 +166,7 @@ class ContainerTaskRuntime:
     def observe(self, attempt_uid: str, returncode: int) -> ExitFacts:
         name = container_name(self.worker_id, attempt_uid)
         limit = self._limits.pop(attempt_uid, 0)
+        self._pids.pop(attempt_uid, None)
         facts = ExitFacts()
         if returncode < 0:
             # The CLI itself was killed (after the stop grace, or by a fence): the container may
@@ -202,6 +204,23 @@ class ContainerTaskRuntime:
     def usage(self, attempt_uid: str) -> int | None:
         return None
 
+    def container_pid(self, attempt_uid: str) -> int:
+        """The host pid of the container's init (its processes' root, for usage sampling); 0 when
+        not (yet) running. One CLI call per attempt, remembered."""
+        known = self._pids.get(attempt_uid)
+        if known:
+            return known
+        result = self._run(
+            ["inspect", "--format", "{{.State.Pid}}", container_name(self.worker_id, attempt_uid)]
+        )
+        try:
+            pid = int(result.stdout.strip()) if result.returncode == 0 else 0
+        except ValueError:
+            pid = 0
+        if pid > 0:
+            self._pids[attempt_uid] = pid
+        return pid
+
     def adopt(self, live_attempt_uids: frozenset[str]) -> list[str]:
         """Containers a previous run of this worker left: the live attempts' are kept, the rest removed."""
         listed = self._run(
@@ -227,6 +246,7 @@ class ContainerTaskRuntime:
 
     def release(self, attempt_uid: str) -> None:
         self._limits.pop(attempt_uid, None)
+        self._pids.pop(attempt_uid, None)
         self._run(["rm", "-f", container_name(self.worker_id, attempt_uid)])
 
     # ------------------------------------------------------------------ images

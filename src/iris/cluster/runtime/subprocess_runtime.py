@@ -36,7 +36,14 @@ from iris.cluster.runtime.attempt_log import (
     remove_log,
     rotated_paths,
 )
-from iris.cluster.runtime.disk import MIN_FREE_DISK_BYTES, DiskView, decide_disk, dir_usage
+from iris.cluster.runtime.disk import (
+    MIN_FREE_DISK_BYTES,
+    MIN_FREE_INODES,
+    DiskView,
+    decide_disk,
+    dir_usage_and_entries,
+    free_inodes,
+)
 from iris.cluster.runtime.exec_path import resolve_executable
 from iris.cluster.runtime.inspect import describe_processes, run_beside
 from iris.cluster.runtime.io_loop import IoLoop
@@ -74,6 +81,8 @@ _LINE_INDEXES_KEPT = 256
 _CHANGES_KEPT = 8192
 # Finished attempts' small logs kept for ``take_finished_log`` (at most SMALL_LOG_BYTES each).
 _SMALL_LOGS_KEPT = 256
+# A container attempt's own processes are sampled once it has run this long (a CLI call each).
+CONTAINER_USAGE_AFTER_S = 1.0
 
 
 _devnull_fd = -1
@@ -437,7 +446,10 @@ class SubprocessRuntime:
             if attempt.kill_reason is not None:
                 self._end_unstarted(attempt)
             else:
-                self._launch(attempt, preparation)
+                try:
+                    self._launch(attempt, preparation)
+                except Exception as exc:  # noqa: BLE001 - a start failure (no such command: 127)
+                    self._fail_start(attempt, exc)
         except Exception as exc:  # noqa: BLE001 - any preparation failure ends the attempt
             if attempt.terminal:
                 return
@@ -599,11 +611,30 @@ class SubprocessRuntime:
         run: from its start until it is released (what the pid journal records). The root pid is
         0 once the root has been reaped (its pid may then belong to another process)."""
         with self._lock:
-            return [
+            live = [
                 (a.uid, a.popen.pid if a.returncode is None else 0, a.pgid)
                 for a in self._unreleased.values()
                 if a.popen is not None
             ]
+            containers = [
+                a.uid
+                for a in self._unreleased.values()
+                if a.runtime is not None
+                and a.returncode is None
+                and a.started_at is not None
+                and time.time() - a.started_at >= CONTAINER_USAGE_AFTER_S
+            ]
+        if not containers:
+            return live
+        # A container's processes are not in its ``docker run`` CLI's tree: its init's tree is
+        # sampled instead (looked up once, for attempts running long enough to be worth it).
+        container_pid = getattr(self._containers, "container_pid", None)
+        if container_pid is None:
+            return live
+        roots = {uid: pid for uid in containers if (pid := container_pid(uid)) > 0}
+        return [
+            (uid, roots[uid], roots[uid]) if uid in roots else entry for entry in live for uid in (entry[0],)
+        ]
 
     def running_count(self) -> int:
         with self._lock:
@@ -1154,21 +1185,62 @@ class SubprocessRuntime:
         self._prune()
 
     def _check_disk(self) -> None:
-        """Fail attempts over their disk request, or the biggest one when the disk is full."""
+        """Fail attempts over their disk request (work dir and log count), or, when the disk is
+        full or out of inodes, the one using the most of it; first free finished attempts' files."""
         with self._lock:
             live = [a for a in self._unreleased.values() if not a.terminal and a.kill_reason is None]
         views = []
         for attempt in live:
             request = attempt.spec.resources.disk_bytes if attempt.spec is not None else 0
-            used = dir_usage(attempt.work_dir) if attempt.work_dir is not None else 0
-            views.append(DiskView(attempt.uid, used, request))
+            used, entries = (
+                dir_usage_and_entries(attempt.work_dir) if attempt.work_dir is not None else (0, 0)
+            )
+            used += self._log_bytes(attempt.uid)
+            views.append(DiskView(attempt.uid, used, request, entries))
+        free, inodes = self._free_space()
+        if free < 4 * self._min_free_disk_bytes or (inodes is not None and inodes < 4 * MIN_FREE_INODES):
+            self._free_finished_files()
+            free, inodes = self._free_space()
+        by_uid = {a.uid: a for a in live}
+        for decision in decide_disk(views, free, self._min_free_disk_bytes, inodes):
+            self._kill(by_uid[decision.attempt_uid], decision.reason, decision.message)
+
+    def _free_space(self) -> tuple[int, int | None]:
         try:
             free = shutil.disk_usage(self.tasks_dir).free
         except OSError:
             free = self._min_free_disk_bytes
-        by_uid = {a.uid: a for a in live}
-        for decision in decide_disk(views, free, self._min_free_disk_bytes):
-            self._kill(by_uid[decision.attempt_uid], decision.reason, decision.message)
+        return free, free_inodes(self.tasks_dir)
+
+    def _log_bytes(self, uid: str) -> int:
+        """Bytes of the attempt's own log files (its output counts against it)."""
+        if not SAFE_UID.match(uid):
+            return 0
+        total = 0
+        for path in rotated_paths(attempt_log_path(self._attempts_path, uid)):
+            try:
+                total += os.stat(path).st_blocks * 512
+            except OSError:
+                continue
+        return total
+
+    def _free_finished_files(self) -> None:
+        """Short of space: delete the work dirs of finished attempts (their logs stay), failed
+        ones first, so a worker that filled up recovers by itself (and leaves DEGRADED)."""
+        with self._lock:
+            finished = [
+                self._attempts[uid]
+                for uid in self._retained
+                if uid in self._attempts and self._attempts[uid].terminal and self._attempts[uid].released
+            ]
+        finished.sort(key=lambda a: a.state is TaskState.SUCCEEDED)  # failed and killed first
+        for attempt in finished:
+            if attempt.work_dir is None or not os.path.isdir(attempt.work_dir):
+                continue
+            shutil.rmtree(attempt.work_dir, ignore_errors=True)
+            free, inodes = self._free_space()
+            if free >= 4 * self._min_free_disk_bytes and (inodes is None or inodes >= 4 * MIN_FREE_INODES):
+                return
 
     def _handle_stuck_pipes(self, attempt: _Attempt) -> None:
         """The main process exited but something still holds its output pipes open (io thread).

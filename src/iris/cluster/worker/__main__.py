@@ -45,6 +45,13 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds without a reconcile after which the worker kills its own attempts (default: as the controller advises)",
     )
     parser.add_argument(
+        "--bundle-max-size", help="a workspace bundle unpacks to at most this much (default 10GB)"
+    )
+    parser.add_argument(
+        "--bundle-max-entries",
+        help="a workspace bundle unpacks to at most this many files and directories (default 1000000)",
+    )
+    parser.add_argument(
         "--log-format",
         choices=["text", "json"],
         help="log lines as text or JSON (default: $IRIS_LOG_FORMAT or text)",
@@ -69,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
             reregister_after=args.reregister_after,
             task_uids=args.task_uids,
             fence_after=args.fence_after,
+            bundle_max_size=args.bundle_max_size,
+            bundle_max_entries=args.bundle_max_entries,
         )
         return run_worker(config, log_format=args.log_format, log_file=args.log_file)
     except WorkerConfigError as exc:

@@ -19,7 +19,7 @@ import httpx
 
 from iris.cluster.runtime.subprocess_runtime import PreparationError
 from iris.cluster.worker.build_lock import Cancelled, hash_lock
-from iris.cluster.worker.safe_unpack import UnsafeBundle, safe_unpack
+from iris.cluster.worker.safe_unpack import MAX_BYTES, MAX_MEMBERS, UnpackCancelled, UnsafeBundle, safe_unpack
 
 BUNDLE_ID = re.compile(r"^[0-9a-f]{64}$")
 DEFAULT_KEEP = 64
@@ -39,6 +39,8 @@ class BundleCache:
         token: str | None = None,
         keep: int = DEFAULT_KEEP,
         timeout_s: float = 300.0,
+        max_unpack_bytes: int = MAX_BYTES,
+        max_unpack_entries: int = MAX_MEMBERS,
     ) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -46,6 +48,8 @@ class BundleCache:
         self._token = token
         self._keep = keep
         self._timeout_s = timeout_s
+        self.max_unpack_bytes = max_unpack_bytes
+        self.max_unpack_entries = max_unpack_entries
 
     def path(self, bundle_id: str) -> Path:
         return self.directory / f"{bundle_id}.tar.gz"
@@ -120,11 +124,22 @@ class BundleCache:
         for _, stale in entries[max(0, self._keep - 1) :]:
             Path(stale).unlink(missing_ok=True)
 
-    def unpack(self, bundle_id: str, archive: Path, destination: Path) -> int:
-        """Extract into ``destination``; refuses links and anything that would land outside it (safe_unpack).
+    def unpack(
+        self, bundle_id: str, archive: Path, destination: Path, cancelled: Callable[[], bool] = lambda: False
+    ) -> int:
+        """Extract into ``destination``; refuses links and anything that would land outside it, and
+        stops past the byte and entry bounds or as soon as the attempt ends (safe_unpack).
         Returns the file count."""
         try:
-            return safe_unpack(archive, destination)
+            return safe_unpack(
+                archive,
+                destination,
+                max_bytes=self.max_unpack_bytes,
+                max_entries=self.max_unpack_entries,
+                cancelled=cancelled,
+            )
+        except UnpackCancelled:
+            raise Cancelled() from None
         except (UnsafeBundle, tarfile.TarError, OSError, EOFError) as exc:
             raise BundleError(f"could not unpack bundle {bundle_id}: {exc}") from None
 

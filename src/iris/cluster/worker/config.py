@@ -23,6 +23,8 @@ _ATTR_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:-]{0,127}$")
 
 
 DEFAULT_TASK_UIDS = (200_000, 299_999)
+BUNDLE_MAX_BYTES = 10 * 1000**3  # as safe_unpack's own defaults (that module stays stdlib-only)
+BUNDLE_MAX_ENTRIES = 1_000_000
 
 
 class WorkerConfigError(ValueError):
@@ -54,6 +56,9 @@ class WorkerConfig:
     fence_after_s: float | None = None
     # The docker-compatible CLI that runs attempts whose job names an image ($IRIS_CONTAINER_CLI).
     container_cli: str = "docker"
+    # A workspace bundle unpacks to at most this many bytes and entries (files and directories).
+    bundle_max_bytes: int = BUNDLE_MAX_BYTES
+    bundle_max_entries: int = BUNDLE_MAX_ENTRIES
 
 
 def build_worker_config(
@@ -74,6 +79,8 @@ def build_worker_config(
     reregister_after: str | float = 5.0,
     task_uids: str | None = None,
     fence_after: str | float | None = None,
+    bundle_max_size: str | None = None,
+    bundle_max_entries: str | int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> WorkerConfig:
     env = os.environ if environ is None else environ
@@ -114,6 +121,15 @@ def build_worker_config(
             raise WorkerConfigError(
                 f"--fence-after must be a positive number of seconds, got {fence_after!r}"
             )
+    max_bytes = _quantity(bundle_max_size, "--bundle-max-size", parse_bytes, "e.g. 10GB")
+    try:
+        max_entries = int(bundle_max_entries) if bundle_max_entries is not None else BUNDLE_MAX_ENTRIES
+    except ValueError:
+        raise WorkerConfigError(
+            f"--bundle-max-entries must be a number, got {bundle_max_entries!r}"
+        ) from None
+    if max_entries < 1 or (max_bytes is not None and max_bytes < 1):
+        raise WorkerConfigError("--bundle-max-size and --bundle-max-entries must be positive")
     attributes = _parse_attributes(env.get("IRIS_WORKER_ATTRIBUTES", "").split(","), "IRIS_WORKER_ATTRIBUTES")
     attributes.update(_parse_attributes(attrs, "--attr"))
     return WorkerConfig(
@@ -136,6 +152,8 @@ def build_worker_config(
         reregister_after_s=reregister,
         task_uids=_parse_uid_range(task_uids),
         fence_after_s=fence,
+        bundle_max_bytes=max_bytes if max_bytes is not None else BUNDLE_MAX_BYTES,
+        bundle_max_entries=max_entries,
     )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 
+from iris.cluster.runtime.disk import MIN_FREE_INODES, free_inodes
 from iris.rpc.models import WorkerHealth
 from iris.rpc.units import format_bytes
 
@@ -32,6 +33,10 @@ def probe_health(
         error = (
             f"disk full: {format_bytes(disk_free)} free in {state_dir}, need {format_bytes(min_free_bytes)}"
         )
+    if error is None:
+        inodes = free_inodes(state_dir)
+        if inodes is not None and inodes < MIN_FREE_INODES:
+            error = f"disk out of inodes: {inodes} free in {state_dir}, need {MIN_FREE_INODES}"
     if error is None:
         probe = state_dir / ".health-probe"
         try:

@@ -209,6 +209,8 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
             token=token,
             envs_dir=isolation.task_root / "envs" if isolation is not None else None,
             isolation=isolation,
+            bundle_max_bytes=config.bundle_max_bytes,
+            bundle_max_entries=config.bundle_max_entries,
         ),
         isolation=isolation,
         devices=DeviceBroker(inventory) if inventory is not None else None,

@@ -9,6 +9,7 @@ from iris.cluster.runtime.isolation import Isolation
 from iris.cluster.runtime.subprocess_runtime import Preparation
 from iris.cluster.worker.bundles import BundleCache
 from iris.cluster.worker.environments import EnvironmentBuilder
+from iris.cluster.worker.safe_unpack import MAX_BYTES, MAX_MEMBERS
 from iris.rpc.models import RunSpec
 
 
@@ -23,10 +24,18 @@ class AttemptPreparer:
         token: str | None = None,
         envs_dir: Path | None = None,
         isolation: Isolation | None = None,
+        bundle_max_bytes: int = MAX_BYTES,
+        bundle_max_entries: int = MAX_MEMBERS,
     ) -> None:
         """``envs_dir`` (default ``<state>/envs``) must be reachable by the uids attempts run as;
         with ``isolation`` environments are built as one of them, never as root."""
-        self.bundles = BundleCache(Path(state_dir) / "bundles", controller_url, token=token)
+        self.bundles = BundleCache(
+            Path(state_dir) / "bundles",
+            controller_url,
+            token=token,
+            max_unpack_bytes=bundle_max_bytes,
+            max_unpack_entries=bundle_max_entries,
+        )
         self.environments = EnvironmentBuilder(envs_dir or Path(state_dir) / "envs", isolation=isolation)
 
     def needed(self, spec: RunSpec) -> bool:
@@ -40,7 +49,7 @@ class AttemptPreparer:
         python: str | None = None
         if spec.bundle_id:
             archive = self.bundles.fetch(spec.bundle_id, log=log, cancelled=cancelled)
-            count = self.bundles.unpack(spec.bundle_id, archive, work_dir)
+            count = self.bundles.unpack(spec.bundle_id, archive, work_dir, cancelled)
             log(f"unpacked bundle {spec.bundle_id[:12]} ({count} files) into {work_dir}")
             env["IRIS_BUNDLE_ID"] = spec.bundle_id
         packages = spec.environment.pip_packages if spec.environment is not None else []

@@ -13,26 +13,44 @@ from __future__ import annotations
 import os
 import stat
 import tarfile
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
-MAX_MEMBERS = 200_000
+# A workspace unpacks to at most this much and this many entries (files and directories): a
+# small archive of zeros or of empty files must not fill a worker's disk or its inodes.
+MAX_MEMBERS = 1_000_000
+MAX_BYTES = 10 * 1000**3
 _COPY_CHUNK = 1 << 20
 
 
 class UnsafeBundle(ValueError):
-    """The archive holds a member that is not allowed; one sentence."""
+    """The archive holds a member that is not allowed, or is over a bound; one sentence."""
 
 
-def safe_unpack(archive: Path, destination: Path, *, max_bytes: int | None = None) -> int:
+class UnpackCancelled(Exception):
+    """``cancelled()`` answered True: the attempt ended while its bundle was being unpacked."""
+
+
+def safe_unpack(
+    archive: Path,
+    destination: Path,
+    *,
+    max_bytes: int | None = MAX_BYTES,
+    max_entries: int = MAX_MEMBERS,
+    cancelled: Callable[[], bool] | None = None,
+) -> int:
     """Extract regular files and directories of a ``.tar.gz`` into ``destination`` (an existing
-    directory); returns the file count. Raises UnsafeBundle, tarfile.TarError or OSError."""
+    directory); returns the file count. Raises UnsafeBundle (over ``max_bytes`` or ``max_entries``
+    too), UnpackCancelled, tarfile.TarError or OSError."""
     root = Path(os.path.realpath(destination))
     files = 0
     total = 0
     with tarfile.open(archive, mode="r:gz") as tar:
         for count, member in enumerate(tar, start=1):
-            if count > MAX_MEMBERS:
-                raise UnsafeBundle(f"the bundle has more than {MAX_MEMBERS} entries")
+            if cancelled is not None and cancelled():
+                raise UnpackCancelled()
+            if count > max_entries:
+                raise UnsafeBundle(f"the bundle has more than {max_entries} entries (files and directories)")
             parts = _relative_parts(member.name)
             if member.isdir():
                 if parts:
@@ -60,6 +78,8 @@ def safe_unpack(archive: Path, destination: Path, *, max_bytes: int | None = Non
             )
             with os.fdopen(fd, "wb") as out:
                 while chunk := source.read(_COPY_CHUNK):
+                    if cancelled is not None and cancelled():
+                        raise UnpackCancelled()
                     out.write(chunk)
             files += 1
     return files

@@ -31,6 +31,7 @@ from iris.cluster.backends.kubernetes.naming import (
     pod_group_name,
     pod_name,
 )
+from iris.cluster.runtime.attempt_env import task_contract_env
 from iris.cluster.worker import safe_unpack as safe_unpack_module
 from iris.rpc.enums import ConstraintOp
 from iris.rpc.models import Constraint, RunSpec
@@ -329,20 +330,8 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
     env: dict[str, str] = dict(spec.env)
     if spec.environment is not None:
         env.update(spec.environment.env_vars)
-    env.update(spec.secret_env)  # the job's secrets, as plain env of the pod (see docs/kubernetes.md)
-    env.update(
-        {
-            "IRIS_CONTROLLER_URL": controller_url,
-            "IRIS_JOB_ID": spec.job_id,
-            "IRIS_TASK_ID": spec.task_id,
-            "IRIS_TASK_INDEX": str(spec.task_index),
-            "IRIS_NUM_TASKS": str(spec.replicas),
-            "IRIS_ATTEMPT_UID": spec.attempt_uid,
-            "IRIS_ATTEMPT_NUMBER": str(spec.attempt_number),
-        }
-    )
-    if spec.gang_generation is not None:
-        env["IRIS_GANG_GENERATION"] = str(spec.gang_generation)
+    env.update(spec.secret_env)  # the job's secrets: secretKeyRef entries into the attempt's Secret
+    env.update(task_contract_env(spec, controller_url))  # the same contract as on worker daemons
     payload = spec.entrypoint.callable_b64 or ""
     if spec.entrypoint.kind == "callable" and len(payload) <= CALLABLE_INLINE_MAX:
         env[CALLABLE_ENV] = payload

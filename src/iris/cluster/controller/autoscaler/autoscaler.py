@@ -76,6 +76,7 @@ class GroupStatus:
     backoff_until: float | None
     backoff_reason: str
     last_action: ScaleAction | None
+    waiting_tasks: int = 0  # pending tasks for this group, placed or not (see GroupDecision)
 
 
 class Autoscaler:
@@ -442,6 +443,7 @@ class Autoscaler:
             target=decision.target if decision else 0,
             demand_tasks=decision.demand_tasks if decision else 0,
             demand_slices=decision.demand_slices if decision else 0,
+            waiting_tasks=decision.waiting_tasks if decision else 0,
             status=decision.status if decision else "not evaluated yet",
             in_backoff=backoff.active(now),
             backoff_until=backoff.until if backoff.active(now) else None,

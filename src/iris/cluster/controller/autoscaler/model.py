@@ -162,6 +162,9 @@ class GroupDecision:
     next_seq: int
     recent_creates: tuple[float, ...]
     status: str
+    # Pending tasks this group is the first choice for: those it takes (demand_tasks) and those
+    # that wait because it is at max_slices or in backoff.
+    waiting_tasks: int = 0
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,7 @@ class _Group:
     terminates: list[TerminateSlice] = field(default_factory=list)
     hinted_jobs: list[str] = field(default_factory=list)
     capped: bool = False  # demand could not fit under max_slices
+    unplaced_tasks: int = 0  # tasks routed here first that no slice could take
 
     @property
     def name(self) -> str:
@@ -190,6 +191,8 @@ def _route(
             unmet.append(UnmetDemand(entry.job_id, left, reason))
             for group in fitting:
                 group.capped = group.capped or not group.backoff.active(now)
+            waits_for = next((g for g in fitting if not g.backoff.active(now)), fitting[0])
+            waits_for.unplaced_tasks += entry.task_count if entry.is_gang else remaining
             hints.setdefault(entry.job_id, reason)
     return unmet, hints
 
@@ -287,6 +290,7 @@ def _decide(
         target=target,
         demand_tasks=group.packer.tasks,
         demand_slices=demand_slices,
+        waiting_tasks=group.packer.tasks + group.unplaced_tasks,
         busy=busy,
         idle=idle,
         booting=booting,

@@ -301,6 +301,14 @@ class LogIndex:
                 rows = self._conn.execute("SELECT * FROM log_attempts WHERE job_id = ?", (job_id,)).fetchall()
         return [_row(r) for r in rows]
 
+    def job_bytes(self, job_id: str) -> int:
+        """Bytes of log stored for the attempts of one job (its own, not its sub-jobs')."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT COALESCE(SUM(bytes), 0) FROM log_attempts WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        return int(row[0])
+
     def total_bytes(self) -> int:
         with self._lock:
             return int(self._conn.execute("SELECT COALESCE(SUM(bytes), 0) FROM log_attempts").fetchone()[0])

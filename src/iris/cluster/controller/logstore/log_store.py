@@ -28,9 +28,13 @@ file's from its segment, which never shows a half-appended line.
 
 from __future__ import annotations
 
+import dataclasses
+import errno
+import json
 import logging
 import re
 import shutil
+import sqlite3
 import tempfile
 import threading
 import time
@@ -39,6 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
 from pathlib import Path
 
+from iris.cluster.controller.disk_full import note_disk_full
 from iris.cluster.controller.logstore.index import AttemptLog, IndexWrites, LogIndex, new_attempt_log
 from iris.cluster.controller.logstore.segment import (
     STRIDE,
@@ -49,7 +54,7 @@ from iris.cluster.controller.logstore.segment import (
     line_ts,
     split_lines,
 )
-from iris.rpc.errors import InvalidArgument
+from iris.rpc.errors import InsufficientStorage, InvalidArgument
 from iris.rpc.log_models import AttemptUsage, LogAck, LogChunk, LogPushRequest, LogPushResponse
 
 logger = logging.getLogger(__name__)
@@ -64,6 +69,10 @@ DEFAULT_MAX_TOTAL_BYTES = 10 * 1024**3
 # output, a traceback) and reads back in one small query; past it a log is big enough that its
 # own file costs little beside its lines. At most STRIDE lines: an inline log needs no checkpoint
 # but line 0, so it answers time seeks exactly as a file this short does.
+# One job's output may take at most this much of the store (every attempt of it together): past
+# it, each attempt's log ends with one marker line and the rest is acknowledged but not kept, so
+# one user's flood cannot fill the controller's disk for everyone.
+DEFAULT_MAX_JOB_BYTES = 1000**3
 DEFAULT_INLINE_MAX_BYTES = 64 * 1024
 DEFAULT_INLINE_MAX_LINES = STRIDE
 
@@ -81,6 +90,7 @@ class LogStore:
         max_total_bytes: int = DEFAULT_MAX_TOTAL_BYTES,
         inline_max_bytes: int = DEFAULT_INLINE_MAX_BYTES,
         inline_max_lines: int = DEFAULT_INLINE_MAX_LINES,
+        max_job_bytes: int = DEFAULT_MAX_JOB_BYTES,
         clock: Callable[[], float] = time.time,
     ) -> None:
         if not 0 <= inline_max_lines <= STRIDE:
@@ -95,7 +105,10 @@ class LogStore:
         self.max_total_bytes = max_total_bytes
         self.inline_max_bytes = inline_max_bytes
         self.inline_max_lines = inline_max_lines
+        self.max_job_bytes = max_job_bytes
         self.clock = clock
+        self._job_bytes: dict[str, int] = {}  # job id -> bytes stored (read once, then kept)
+        self._truncated: set[str] = set()  # attempts whose log ended with the over-limit marker
         self.index = LogIndex(self.root / "index.sqlite3")
         # One push or retention drop at a time: each reads the rows it changes and writes them
         # back in its transaction, and the cache of rows below is theirs.
@@ -144,15 +157,23 @@ class LogStore:
             dict.fromkeys(c.attempt_uid for c in request.chunks if c.attempt_uid not in self._known)
         )
         owners = resolve(unseen) if unseen else {}
-        with self._writing:
-            metas, fresh = self._lookup(request.chunks, owners, now)
-            spilled: dict[str, Segment] = {}
-            try:
-                for chunk in request.chunks:
-                    acks[chunk.attempt_uid] = self._store_chunk(chunk, metas, fresh, writes, spilled)
-            finally:
-                # What earlier chunks stored is indexed even when a later one is refused.
-                self._write_index(writes, spilled)
+        try:
+            with self._writing:
+                metas, fresh = self._lookup(request.chunks, owners, now)
+                spilled: dict[str, Segment] = {}
+                try:
+                    for chunk in request.chunks:
+                        acks[chunk.attempt_uid] = self._store_chunk(chunk, metas, fresh, writes, spilled)
+                finally:
+                    # What earlier chunks stored is indexed even when a later one is refused.
+                    self._write_index(writes, spilled)
+        except (OSError, sqlite3.OperationalError) as exc:
+            if not _no_space(exc):
+                raise
+            self._job_bytes.clear()  # what was counted may not have been written
+            message = f"the controller's log store disk is full ({self.root}): log lines are not kept until space is freed"
+            note_disk_full(f"{message} ({exc})")
+            raise InsufficientStorage(message) from None
         if writes.adds or writes.updates:
             with self._changed:
                 self._changed.notify_all()
@@ -212,6 +233,19 @@ class LogStore:
         try:
             data = chunk.data.encode("utf-8")
             raw_lines = split_lines(data)
+            if uid in self._truncated:  # over its job's limit: acknowledged, not kept
+                return self._past_limit(chunk, meta, len(raw_lines), writes, metas)
+            sent: int | None = None
+            used = self._job_used(meta.job_id)
+            if used + len(data) > self.max_job_bytes and chunk.first_line == meta.lines and raw_lines:
+                # The first chunk past the limit: one marker line in place of it, then nothing.
+                self._truncated.add(uid)
+                marker = (
+                    f"[iris] the output of job {meta.job_id} went over its {self.max_job_bytes}-byte log limit"
+                    " (logs.max_job_size): the rest of this attempt's output is not kept"
+                )
+                data = encode_marker(line_ts(raw_lines[0]), marker)
+                sent, raw_lines = len(raw_lines), split_lines(data)
             if meta.inline:
                 size = self._append_inline(meta, chunk.first_line, data, raw_lines, writes, spilled)
             else:
@@ -243,9 +277,40 @@ class LogStore:
         elif updated is not meta:
             writes.updates[uid] = updated
         metas[uid] = updated
+        self._job_bytes[meta.job_id] = self._job_used(meta.job_id) + updated.bytes - meta.bytes
+        if sent is not None:  # the marker stands for every line of this chunk
+            return LogAck(lines=chunk.first_line + sent, final=final)
         if chunk.usage is not None:
             writes.usages.append((uid, chunk.usage))
         return LogAck(lines=stored, final=final)
+
+    def _job_used(self, job_id: str) -> int:
+        used = self._job_bytes.get(job_id)
+        if used is None:
+            used = self._job_bytes[job_id] = self.index.job_bytes(job_id)
+            if len(self._job_bytes) > _KNOWN:
+                del self._job_bytes[next(iter(self._job_bytes))]
+        return used
+
+    def _past_limit(
+        self,
+        chunk: LogChunk,
+        meta: AttemptLog,
+        sent: int,
+        writes: IndexWrites,
+        metas: dict[str, AttemptLog | None],
+    ) -> LogAck:
+        """Acknowledge a truncated attempt's lines without keeping them (the sender moves on);
+        its row keeps what is stored (the marker last) and takes the final flag."""
+        uid = meta.attempt_uid
+        if chunk.final and not meta.final:
+            done = dataclasses.replace(meta, final=True, updated_at=writes.now)
+            if uid in writes.adds:
+                writes.adds[uid] = done
+            else:
+                writes.updates[uid] = done
+            metas[uid] = meta = done
+        return LogAck(lines=chunk.first_line + sent, final=meta.final)
 
     def _append_inline(
         self,
@@ -453,3 +518,14 @@ def _delete_files(data_path: Path) -> None:
     """Delete a log's data and index files, if it has them."""
     data_path.unlink(missing_ok=True)
     data_path.with_suffix(".idx").unlink(missing_ok=True)
+
+
+def encode_marker(ts: float, text: str) -> bytes:
+    """One system line, as a worker writes it."""
+    return b'{"ts":%.6f,"stream":"system","line":%s}\n' % (ts, json.dumps(text).encode())
+
+
+def _no_space(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.ENOSPC, errno.EDQUOT)
+    return "disk is full" in str(exc) or getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL

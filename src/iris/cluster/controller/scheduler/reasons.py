@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from iris.rpc.models import Constraint
 
+from .constraints import predicate
 from .fleet import Fleet, Shape
 from .formatting import format_bytes, format_cpu, format_devices, plural, quote_list
 from .model import ReasonCode, Resources
@@ -97,12 +98,28 @@ def static_reason(fleet: Fleet, shape: Shape) -> Reason:
 def constraint_message(fleet: Fleet, constraints: Sequence[Constraint]) -> str:
     for constraint in constraints:
         if fleet.constraint_mask(constraint) == 0:
-            return f"no worker satisfies {constraint.describe()} ({value_summary(fleet, constraint.key)})"
+            summary = value_summary(fleet, constraint.key)
+            idle = unschedulable_matching(fleet, constraint)
+            if idle:  # the workers that would do are there, only not taking work now
+                summary += (
+                    f"; {plural(idle, 'worker')} that {'does' if idle == 1 else 'do'} cannot take work now"
+                    " (degraded, unhealthy or draining)"
+                )
+            return f"no worker satisfies {constraint.describe()} ({summary})"
     counts = ", ".join(
         f"{c.describe()}: {plural(fleet.constraint_mask(c).bit_count(), 'worker')}" for c in constraints
     )
     together = ", ".join(c.describe() for c in constraints)
     return f"no worker satisfies all of {together} together ({counts})"
+
+
+def unschedulable_matching(fleet: Fleet, constraint: Constraint) -> int:
+    """Workers that satisfy ``constraint`` but are not schedulable (e.g. DEGRADED by a full disk)."""
+    ok = predicate(constraint)
+    taking = set(fleet.schedulable)
+    return sum(
+        1 for i in range(len(fleet)) if i not in taking and ok(fleet.attributes[i].get(constraint.key))
+    )
 
 
 def value_summary(fleet: Fleet, key: str) -> str:

@@ -116,10 +116,11 @@ async function request(method, path, params, retried = false) {
 }
 
 /** A download (text) with the same auth as every other call. */
-async function requestBlob(path, params) {
-  const resp = await fetch(path + query(params), { headers: authHeaders(), cache: "no-store" });
+async function requestBlob(path, params, method = "GET") {
+  const headers = { ...authHeaders(), ...(method === "GET" ? {} : { "Content-Type": "application/json" }) };
+  const resp = await fetch(path + query(params), { method, headers, cache: "no-store" });
   if (!resp.ok) {
-    let message = `GET ${path} failed with HTTP ${resp.status}`;
+    let message = `${method} ${path} failed with HTTP ${resp.status}`;
     try {
       message = (await resp.json()).error.message || message;
     } catch {
@@ -143,6 +144,8 @@ export const api = {
   jobLogs: (id, params) => request("GET", `/api/v1/jobs/${idPath(id)}:logs`, params),
   jobLogsText: (id, params) => requestBlob(`/api/v1/jobs/${idPath(id)}:logs`, params),
   jobSummary: (id) => request("GET", `/api/v1/jobs/${idPath(id)}:summary`),
+  // kind: threads | cpu; format: text | svg (cpu only). Runs py-spy beside the task (as exec).
+  profileTask: (taskId, params) => requestBlob(`/api/v1/tasks/${idPath(taskId)}:profile`, params, "POST"),
   scheduler: (params) => request("GET", "/api/v1/scheduler", params),
   workers: () => request("GET", "/api/v1/workers"),
   autoscaler: () => request("GET", "/api/v1/autoscaler"),

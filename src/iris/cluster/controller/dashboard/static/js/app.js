@@ -65,6 +65,8 @@ function route() {
   current = null;
   const root = document.getElementById("view");
   root.replaceChildren();
+  // The title follows the page (a job page puts its job's id first as soon as it opens).
+  document.title = r.page === "job" ? `${r.id} · Iris` : ctx.name ? `Iris · ${ctx.name}` : "Iris";
   if (r.page === "job") {
     current = { key, view: jobPage.mount(root, r, ctx) };
     return;
@@ -106,7 +108,7 @@ async function boot() {
   ctx.hasEndpoints = e.status === "fulfilled";
   ctx.ready = true;
   document.getElementById("cluster-name").textContent = ctx.name;
-  document.title = `Iris · ${ctx.name}`;
+  if (parseHash(location.hash).page !== "job") document.title = `Iris · ${ctx.name}`; // a job page names its job
   if (current) renderTabs(parseHash(location.hash).page === "job" ? "jobs" : parseHash(location.hash).page);
   else route();
   document.body.dataset.ready = "1";

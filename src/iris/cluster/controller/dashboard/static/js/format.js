@@ -118,6 +118,20 @@ export function cliCpu(millicores) {
  * The `iris job run` command that submits the same job as `spec` (a JobSpec).
  * Returns {command: string|null, unsupported: [what the command line cannot express]}.
  */
+/** A constraint as `--constraint` takes it: zone=a, zone!=a, 'zone in (a,b)', mem>=64, gpu, !spot. */
+export function constraintExpr(c) {
+  const symbols = { EQ: "=", NE: "!=", GT: ">", GE: ">=", LT: "<", LE: "<=" };
+  if (c.op === "IN") return `${c.key} in (${(c.values || []).join(",")})`;
+  if (c.op === "EXISTS") return c.key;
+  if (c.op === "NOT_EXISTS") return `!${c.key}`;
+  return `${c.key}${symbols[c.op || "EQ"]}${c.value ?? ""}`;
+}
+
+/** A device request as `--device` takes it: TYPE[:VARIANT]:COUNT. */
+function cliDevice(d) {
+  return [d.type, d.variant, String(d.count ?? 1)].filter((p) => p).join(":");
+}
+
 export function cliEquivalent(spec) {
   const unsupported = [];
   const ep = spec.entrypoint || {};
@@ -129,21 +143,25 @@ export function cliEquivalent(spec) {
   args.push("--cpu", cliCpu(res.cpu_millicores ?? 1000));
   args.push("--memory", cliBytes(res.memory_bytes ?? 512e6));
   if (res.disk_bytes) args.push("--disk", cliBytes(res.disk_bytes));
-  if (res.device) unsupported.push("device request");
+  if (res.device) args.push("--device", cliDevice(res.device));
   for (const [k, v] of Object.entries(spec.env || {})) args.push("--env", `${k}=${v}`);
   if ((spec.replicas ?? 1) !== 1) args.push("--replicas", String(spec.replicas));
   if (spec.max_retries_failure) args.push("--max-retries", String(spec.max_retries_failure));
   if ((spec.max_retries_preemption ?? 100) !== 100) args.push("--max-preemptions", String(spec.max_retries_preemption));
+  if (spec.max_task_failures) args.push("--max-task-failures", String(spec.max_task_failures));
   if (spec.timeout_s) args.push("--timeout", String(spec.timeout_s));
   if (spec.scheduling_timeout_s) args.push("--scheduling-timeout", String(spec.scheduling_timeout_s));
   if (spec.priority && spec.priority !== "INTERACTIVE") args.push("--priority", spec.priority.toLowerCase());
-  if ((spec.constraints || []).length) unsupported.push("constraints");
-  if (spec.coscheduling) unsupported.push("coscheduling");
-  if ((spec.ports || []).length) unsupported.push("ports");
-  if (spec.environment && ((spec.environment.pip_packages || []).length || Object.keys(spec.environment.env_vars || {}).length)) {
-    unsupported.push("environment (pip packages)");
+  for (const c of spec.constraints || []) args.push("--constraint", constraintExpr(c));
+  for (const c of spec.preferences || []) args.push("--prefer", constraintExpr(c));
+  if (spec.coscheduling && spec.coscheduling.group_by) args.push("--group-by", spec.coscheduling.group_by);
+  for (const p of spec.ports || []) args.push("--port", p);
+  for (const s of spec.secrets || []) args.push("--secret", s.env && s.env !== s.name ? `${s.name}=${s.env}` : s.name);
+  for (const pkg of (spec.environment && spec.environment.pip_packages) || []) args.push("--pip", pkg);
+  if (spec.environment && Object.keys(spec.environment.env_vars || {}).length) {
+    unsupported.push("environment variables of the job's environment (use --env)");
   }
-  if (spec.max_task_failures) unsupported.push("max task failures");
+  if (spec.wait_for_capacity) args.push("--wait-for-capacity");
   if (spec.parent_job_id) unsupported.push("parent job (the command submits a top-level job)");
   const command = [...args.map(shellQuote), "--", ...(ep.argv || []).map(shellQuote)].join(" ");
   return { command, unsupported };

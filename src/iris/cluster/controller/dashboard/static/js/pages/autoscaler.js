@@ -11,7 +11,7 @@ import { Poller } from "../poll.js";
 // attributes, slices (one record each), slices_by_state, target, demand_tasks, demand_slices,
 // status, in_backoff, backoff_until, backoff_reason, last_action.
 const KNOWN_GROUP_KEYS = new Set([
-  "name", "slices", "slices_by_state", "demand", "demand_tasks", "demand_slices", "target", "min_slices", "max_slices",
+  "name", "slices", "slices_by_state", "demand", "demand_tasks", "demand_slices", "waiting_tasks", "target", "min_slices", "max_slices",
   "buffer_slices", "priority", "num_vms", "resources", "attributes", "last_action", "status", "in_backoff",
   "backoff_until", "backoff_reason",
 ]);
@@ -52,8 +52,11 @@ function demandCell(g) {
   const demand = g.demand_slices ?? g.demand;
   if (demand == null && g.target == null) return h("span", { class: "dim" }, "—");
   const max = Math.max(Number(g.max_slices) || 0, Number(g.target) || 0, Number(demand) || 0, 1);
-  const tasks = g.demand_tasks != null ? ` (${g.demand_tasks} task${g.demand_tasks === 1 ? "" : "s"})` : "";
-  const label = `demand ${demand ?? "—"}${tasks} · target ${g.target ?? "—"}`;
+  // Demand counts the tasks waiting for this group (also those it has no room for), then the
+  // slices they fill; "demand 0" never shows while tasks wait.
+  const waiting = g.waiting_tasks ?? g.demand_tasks;
+  const tasks = waiting != null ? `${waiting} task${waiting === 1 ? "" : "s"} → ` : "";
+  const label = `demand ${tasks}${demand ?? "—"} slice${demand === 1 ? "" : "s"} · target ${g.target ?? "—"}`;
   return meter((Number(g.target) || 0) / max, label, `${label} (max ${g.max_slices ?? "—"})`, { neutral: true });
 }
 

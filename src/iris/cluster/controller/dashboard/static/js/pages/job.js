@@ -73,13 +73,14 @@ const FAILURE_KINDS = {
   unschedulable: "unschedulable",
   gang_failed: "gang failed",
   start_failed: "could not start",
+  disk: "out of disk",
 };
 
 /** The failure kind shown beside a FAILED job's state (as the CLI's `FAILED (TIMEOUT)`), or null. */
 function shownFailureKind(d) {
   if (d.state !== "FAILED") return null;
   const t = (d.tasks || []).find((x) => x.failure);
-  return t && (t.failure.kind === "timeout" || t.failure.kind === "oom") ? t.failure.kind : null;
+  return t && (["timeout", "oom", "disk"].includes(t.failure.kind)) ? t.failure.kind : null;
 }
 
 function failureBlock(t) {
@@ -138,6 +139,7 @@ export function mount(root, route) {
   const childrenCard = h("div", { class: "card", hidden: true });
   const eventsCard = h("div", { class: "card" });
   const failuresCard = h("div", { class: "card failures", hidden: true });
+  const profileCard = h("div", { class: "card profile", hidden: true });
   let usageByTask = new Map();
   let allTasks = false;
   const logView = new LogView();
@@ -154,11 +156,37 @@ export function mount(root, route) {
       h("div", { class: "job-top" }, summary, cliBox),
       failuresCard,
       tasksCard,
+      profileCard,
       childrenCard,
       logsCard,
       eventsCard,
     ),
   );
+
+  async function profile(t, what) {
+    profileCard.hidden = false;
+    const title = h(
+      "h2",
+      {},
+      `Profile of task ${t.task_index} `,
+      h("button", { type: "button", class: "btn small profile-threads-again", onclick: () => profile(t, "threads") }, "Threads"),
+      " ",
+      h("button", { type: "button", class: "btn small profile-flame", title: "py-spy samples the task for 5 s", onclick: () => profile(t, "flame") }, "CPU flame graph (5 s)"),
+    );
+    fill(profileCard, title, h("div", { class: "dim" }, what === "flame" ? "sampling for 5 s..." : "reading every thread's stack..."));
+    try {
+      if (what === "flame") {
+        const blob = await api.profileTask(t.task_id, { kind: "cpu", format: "svg", duration_s: 5 });
+        const url = URL.createObjectURL(new Blob([blob], { type: "image/svg+xml" }));
+        fill(profileCard, title, h("img", { class: "flame-graph", src: url, alt: `CPU flame graph of task ${t.task_index}` }));
+      } else {
+        const text = await (await api.profileTask(t.task_id, { kind: "threads" })).text();
+        fill(profileCard, title, h("pre", { class: "mono profile-text" }, text));
+      }
+    } catch (err) {
+      fill(profileCard, title, notice("error", err.message));
+    }
+  }
 
   async function stopJob() {
     const ok = await confirmDialog({
@@ -280,7 +308,15 @@ export function mount(root, route) {
       },
       {
         label: "",
-        render: (t) => h("a", { href: taskHref(t.task_id), class: `btn small${t.task_index === selectedIndex ? " on" : ""}` }, "Logs"),
+        render: (t) =>
+          h(
+            "span",
+            { class: "row-actions" },
+            h("a", { href: taskHref(t.task_id), class: `btn small${t.task_index === selectedIndex ? " on" : ""}` }, "Logs"),
+            t.state === "RUNNING"
+              ? h("button", { type: "button", class: "btn small profile-threads", title: "py-spy: every thread's stack now (then a flame graph)", onclick: () => profile(t, "threads") }, "Profile")
+              : null,
+          ),
       },
     ];
     fill(
@@ -433,7 +469,17 @@ export function mount(root, route) {
         stopped = true;
         poller.stop();
         logView.destroy();
-        fill(message, notice("error", err.message));
+        document.title = `${jobId} not found · Iris`;
+        fill(
+          root,
+          h(
+            "div",
+            { class: "page page-job", dataset: { jobId, notFound: "1", loaded: "1" } },
+            h("h1", { class: "mono" }, jobId),
+            notice("error", `Job ${jobId} not found: ${err.message}. It may have been replaced, or never existed.`),
+            h("p", {}, h("a", { href: "#/jobs" }, "Go to the jobs")),
+          ),
+        );
         return;
       }
       fill(message, notice("error", err.message));

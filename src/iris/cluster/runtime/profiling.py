@@ -1,0 +1,74 @@
+"""Profiling a running task with py-spy (cpu, threads) or memray (memory): the shell command run
+beside the task through the exec path (``iris job profile`` and the controller's ``:profile``
+route both build it here), and a text summary of py-spy's collapsed stacks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Literal
+
+Kind = Literal["cpu", "threads", "memory"]
+Format = Literal["svg", "text"]
+MAX_PROFILE_S = 600.0
+
+# Shell run beside the task: the profiler's own chatter goes to stderr, the profile to stdout.
+_PID_CHECK = (
+    'if [ -z "$IRIS_TASK_PID" ]; then echo "the task has no running process on its worker" >&2; exit 3; fi; '
+)
+_PREAMBLE = _PID_CHECK + "T=$(mktemp) || exit 1; trap 'rm -f \"$T\"' EXIT; "
+
+_SCRIPTS = {
+    "threads": _PID_CHECK + '"$IRIS_WORKER_BIN/py-spy" dump --pid "$IRIS_TASK_PID" --subprocesses',
+    "cpu": (
+        _PREAMBLE + '"$IRIS_WORKER_BIN/py-spy" record --pid "$IRIS_TASK_PID" --subprocesses --nonblocking '
+        '--duration "$1" --format "$2" --output "$T" >&2 && cat "$T"'
+    ),
+    "memory": (
+        _PREAMBLE
+        + '"$IRIS_WORKER_BIN/memray" attach --duration "$1" --output "$T" --force "$IRIS_TASK_PID" >&2 '
+        '&& sleep "$1" && sleep 2 && "$IRIS_WORKER_BIN/memray" stats "$T"'
+    ),
+}
+TOP_N = 25
+
+
+def top_functions(collapsed: str, limit: int = TOP_N) -> str:
+    """A text profile from py-spy's collapsed stacks (``frame;frame;... count``): per function,
+    the share of samples where it is on the stack (total) and on top (self)."""
+    total_by: Counter[str] = Counter()
+    self_by: Counter[str] = Counter()
+    samples = 0
+    for line in collapsed.splitlines():
+        stack, _, count_text = line.rpartition(" ")
+        if not stack or not count_text.isdigit():
+            continue
+        count = int(count_text)
+        samples += count
+        frames = stack.split(";")
+        for frame in set(frames):
+            total_by[frame] += count
+        self_by[frames[-1]] += count
+    if not samples:
+        return "no samples: the task ran no Python code while it was profiled\n"
+    out = [f"{samples} samples", f"{'TOTAL':>7} {'SELF':>7}  FUNCTION (FILE:LINE)"]
+    for frame, count in total_by.most_common(limit):
+        out.append(f"{100 * count / samples:6.1f}% {100 * self_by[frame] / samples:6.1f}%  {frame}")
+    return "\n".join(out) + "\n"
+
+
+def profile_argv(kind: Kind, seconds: float, fmt: Format) -> list[str]:
+    """The command to exec beside the task (``$IRIS_TASK_PID``, ``$IRIS_WORKER_BIN`` are set by the runtime)."""
+    spy_format = "flamegraph" if fmt == "svg" else "raw"
+    return ["sh", "-c", _SCRIPTS[kind], "iris-profile", str(max(1, round(seconds))), spy_format]
+
+
+def exec_timeout(kind: Kind, seconds: float) -> float:
+    return (seconds if kind != "threads" else 0) + 60
+
+
+def failure_sentence(stderr: str, exit_code: int) -> str:
+    """Why the profiler failed, in one line."""
+    detail = " ".join(stderr.split())[-600:] or f"exit code {exit_code}"
+    if "python version" in detail.lower() or "not a python" in detail.lower():
+        detail = f"the task is not running Python ({detail})"
+    return detail
