@@ -6,9 +6,8 @@ import json
 import threading
 from typing import Annotated, Any
 
-from fastapi import FastAPI, Query, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi import FastAPI, Query
+from fastapi.responses import Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
@@ -20,6 +19,7 @@ from iris.cluster.worker.reconcile import plan_worker_reconcile
 from iris.cluster.worker.rpc_auth import ASGIApp, Receive, Scope, Send, SignedRequestsOnly
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.errors import FailedPrecondition, InvalidArgument, IrisError
+from iris.rpc.http_errors import error_body, install_error_handlers
 from iris.rpc.models import (
     AttemptObservation,
     ExecRequest,
@@ -169,7 +169,7 @@ class ReconcileRoute:
 
 
 def _error(exc: IrisError) -> tuple[int, bytes]:
-    return exc.status_code, json.dumps({"error": {"code": exc.code, "message": exc.message}}).encode()
+    return exc.status_code, json.dumps(error_body(exc.code, exc.message)).encode()
 
 
 def create_app(
@@ -182,18 +182,7 @@ def create_app(
     app.add_middleware(ReconcileRoute, service=service, metrics=metrics)
     app.add_middleware(SignedRequestsOnly, verifier=verifier)
 
-    @app.exception_handler(IrisError)
-    async def _iris_error(_request: Request, exc: IrisError) -> JSONResponse:
-        return JSONResponse(
-            {"error": {"code": exc.code, "message": exc.message}}, status_code=exc.status_code
-        )
-
-    @app.exception_handler(RequestValidationError)
-    async def _bad_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        message = f"invalid request: {where}: {first.get('msg', 'malformed')}" if where else "invalid request"
-        return JSONResponse({"error": {"code": "invalid_argument", "message": message}}, status_code=400)
+    install_error_handlers(app)
 
     @app.get("/attempts/{attempt_uid}/logs", response_model=LogsResponse)
     def logs(

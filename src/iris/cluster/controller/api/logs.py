@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Literal
 
-from fastapi import FastAPI, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from iris.cluster.controller import store, views
+from iris.cluster.controller.api import common as access
+from iris.cluster.controller.api.common import who
 from iris.cluster.controller.auth import Principal
 from iris.cluster.controller.failure import FAILED_STATES, TAIL_LINES, diagnose
 from iris.cluster.controller.logstore import LogQuery, LogStore, format_cursor, parse_cursor, run_query
@@ -200,7 +203,7 @@ def _parse_attempt(value: str | None) -> int | Literal["all"] | None:
 
 
 def add_log_routes(
-    app: FastAPI,
+    app: APIRouter,
     controller: Controller,
     *,
     who: Callable[[], Principal],
@@ -415,3 +418,23 @@ def add_log_routes(
 def _index(task_id: str) -> int:
     tail = task_id.rsplit("/", 1)[-1]
     return int(tail) if tail.isdigit() else -1
+
+
+def build_router(controller: Controller) -> APIRouter:
+    """The log routes; include before the jobs router (its ``/api/v1/jobs/{path}`` matches anything)."""
+    router = APIRouter()
+
+    def live_task_logs(task_id: str, uid: str, *, offset: int, limit: int) -> LogsResponse:
+        """A page read from the machine running the attempt (before its worker shipped anything)."""
+        ref = controller.attempt_ref(task_id, uid)
+        return controller.require_backend().attempt_logs(ref, offset=offset, limit=limit)
+
+    add_log_routes(
+        router,
+        controller,
+        who=who,
+        owned_job=partial(access.owned_job, controller),
+        owned_task=partial(access.owned_task, controller),
+        fallback_task_logs=live_task_logs,
+    )
+    return router
