@@ -210,3 +210,14 @@ def test_signing_client_reaches_the_worker(worker: WorkerProcess) -> None:
     finally:
         client.close()
         unsigned.close()
+
+
+def test_worker_errors_have_the_controllers_shape(worker: WorkerProcess) -> None:
+    """One error shape for both servers (iris/rpc/http_errors.py): routing and validation errors too."""
+    missing = worker.http.get("/no/such/route")
+    assert missing.status_code == 404
+    assert missing.json() == {"error": {"code": "not_found", "message": "no such API path"}}
+    bad = worker.http.get("/attempts/a1/logs", params={"limit": "0"})
+    assert bad.status_code == 400
+    error = bad.json()["error"]
+    assert error["code"] == "invalid_argument" and error["message"].startswith("invalid request: limit: ")
