@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,40 +13,18 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.conftest import wait_until
+from tests.e2e.secure_cluster import IRIS, cluster_config, secure_cluster
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec, iris_ctx
 from iris.rpc.errors import AlreadyExists, FailedPrecondition, NotFound, PermissionDenied, Unauthenticated
 
-IRIS = [sys.executable, "-m", "iris.cli.main"]
-CONFIG = """
-controller: {port: 0, state_dir: STATE}
-backend: {kind: worker-daemon, backend_id: secure}
-auth:
-  tokens:
-    - {token: admin-token-123, role: admin}
-    - {token: alice-token-123, role: user, user: alice}
-    - {token: bob-token-12345, role: user, user: bob}
-    - {token: worker-token-123, role: worker}
-"""
 SMALL = ResourceSpec(cpu=0.5, memory="64MB")
 
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    root: Path = tmp_path_factory.mktemp("auth")
-    config = root / "cluster.yaml"
-    config.write_text(CONFIG.replace("STATE", str(root / "state")))
-    cluster = LocalCluster(
-        workers=0,
-        state_dir=root,
-        controller_args=["--config", str(config)],
-        token="admin-token-123",
-        worker_token="worker-token-123",
-    )
-    cluster.start()
-    cluster.add_worker(0)
-    yield cluster
-    cluster.stop()
+    with secure_cluster(tmp_path_factory.mktemp("auth"), "secure") as cluster:
+        yield cluster
 
 
 def spawn_child() -> None:
@@ -129,7 +106,7 @@ def test_cli_uses_iris_token(secure: LocalCluster) -> None:
 
 def test_cluster_start_with_auth_runs_jobs_for_token_holders(tmp_path: Path) -> None:
     config = tmp_path / "cluster.yaml"
-    config.write_text(CONFIG.replace("STATE", str(tmp_path / "state")))
+    config.write_text(cluster_config(tmp_path / "state", "secure"))
     proc = subprocess.Popen(
         [*IRIS, "cluster", "start", "--local", "--config", str(config), "--workers", "1"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -4,56 +4,24 @@ bands above a user's budget are refused at submit."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+from tests.e2e.secure_cluster import iris, secure_cluster
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec
 from iris.rpc.errors import NotFound, PermissionDenied
 from iris.rpc.models import UserBudget
 
-IRIS = [sys.executable, "-m", "iris.cli.main"]
-CONFIG = """
-controller: {port: 0, state_dir: STATE}
-backend: {kind: worker-daemon, backend_id: budgets}
-user_budgets:
-  bob: {cpu: 2, max_band: BATCH}
-auth:
-  tokens:
-    - {token: admin-token-123, role: admin}
-    - {token: alice-token-123, role: user, user: alice}
-    - {token: bob-token-12345, role: user, user: bob}
-    - {token: worker-token-123, role: worker}
-"""
 ONE = ResourceSpec(cpu=1, memory="64MB")
 
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    root: Path = tmp_path_factory.mktemp("budgets")
-    config = root / "cluster.yaml"
-    config.write_text(CONFIG.replace("STATE", str(root / "state")))
-    cluster = LocalCluster(
-        workers=0,
-        state_dir=root,
-        controller_args=["--config", str(config)],
-        token="admin-token-123",
-        worker_token="worker-token-123",
-    )
-    cluster.start()
-    cluster.add_worker(0)
-    yield cluster
-    cluster.stop()
-
-
-def iris(cluster: LocalCluster, token: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "IRIS_CONTROLLER_URL": cluster.url, "IRIS_TOKEN": token, "COLUMNS": "200"}
-    return subprocess.run([*IRIS, *args], capture_output=True, text=True, env=env, timeout=120)
+    budgets = "user_budgets:\n  bob: {cpu: 2, max_band: BATCH}\n"
+    with secure_cluster(tmp_path_factory.mktemp("budgets"), "budgets", budgets) as cluster:
+        yield cluster
 
 
 def test_only_admins_change_budgets_and_everyone_reads_them(secure: LocalCluster) -> None:

@@ -2,32 +2,21 @@
 
 from __future__ import annotations
 
-import os
 import stat
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from tests.e2e.secure_cluster import iris, secure_cluster
 
 from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec
 from iris.rpc.errors import InvalidArgument, PermissionDenied
 
-IRIS = [sys.executable, "-m", "iris.cli.main"]
 CONFIG = """
-controller: {port: 0, state_dir: STATE}
-backend: {kind: worker-daemon, backend_id: secrets}
 defaults:
   task_env: {TEAM: ml, SHADOWED: from-config}
 forward_env: [IRIS_TEST_FORWARDED]
-auth:
-  tokens:
-    - {token: admin-token-123, role: admin}
-    - {token: alice-token-123, role: user, user: alice}
-    - {token: bob-token-12345, role: user, user: bob}
-    - {token: worker-token-123, role: worker}
 """
 SMALL = ResourceSpec(cpu=0.5, memory="64MB")
 VALUE = "hf_s3cr3t-Value-42"
@@ -41,29 +30,9 @@ PRINTER = (
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     root: Path = tmp_path_factory.mktemp("secrets")
-    config = root / "cluster.yaml"
-    config.write_text(CONFIG.replace("STATE", str(root / "state")))
-    cluster = LocalCluster(
-        workers=0,
-        state_dir=root,
-        controller_args=["--config", str(config)],
-        token="admin-token-123",
-        worker_token="worker-token-123",
-    )
-    cluster.start()
-    cluster.add_worker(0)
-    cluster.state_root = root / "controller"  # type: ignore[attr-defined]
-    yield cluster
-    cluster.stop()
-
-
-def iris(
-    cluster: LocalCluster, token: str, *args: str, stdin: str = "", **env: str
-) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "IRIS_CONTROLLER_URL": cluster.url, "IRIS_TOKEN": token, **env}
-    return subprocess.run(
-        [*IRIS, *args], input=stdin, capture_output=True, text=True, env=full_env, timeout=120
-    )
+    with secure_cluster(root, "secrets", CONFIG) as cluster:
+        cluster.state_root = root / "controller"  # type: ignore[attr-defined]
+        yield cluster
 
 
 def test_alice_secret_is_injected_masked_and_never_returned(secure: LocalCluster, tmp_path: Path) -> None:
