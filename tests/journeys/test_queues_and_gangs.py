@@ -157,22 +157,46 @@ def test_kubectl_shows_what_iris_job_status_says(j: Journey, tmp_path: Path) -> 
         }
         return pods, workloads
 
-    pods, workloads = by_kubectl()
-    for job in (runner, waiter):
-        shown = json.loads(iris_cli(j, "job", "status", job.job_id, "--json"))
-        for task in shown["tasks"]:
-            pod = pods[task["current_attempt_uid"]]
-            workload = workloads[pod["metadata"]["name"]]
-            conditions = {c["type"]: c for c in workload["status"].get("conditions") or []}
-            if task["state"] == "RUNNING":
-                assert pod["status"]["phase"] == "Running"
-                assert conditions["Admitted"]["status"] == "True"
-            else:
-                assert task["state"] == "ASSIGNED", task
-                assert pod["status"]["phase"] == "Pending"
-                assert any(g["name"] == "kueue.x-k8s.io/admission" for g in pod["spec"]["schedulingGates"])
-                assert conditions["QuotaReserved"]["status"] == "False"
-                assert conditions["QuotaReserved"]["message"] in task["pending_reason"]
+    def disagreements() -> list[str]:
+        """Where kubectl's objects and `iris job status` tell different stories (both read now)."""
+        pods, workloads = by_kubectl()
+        found: list[str] = []
+        for job in (runner, waiter):
+            shown = json.loads(iris_cli(j, "job", "status", job.job_id, "--json"))
+            for task in shown["tasks"]:
+                pod = pods.get(task["current_attempt_uid"])
+                workload = workloads.get(pod["metadata"]["name"]) if pod else None
+                if pod is None or workload is None:
+                    found.append(f"{task['task_id']}: pod {pod is not None}, workload {workload is not None}")
+                    continue
+                conditions = {c["type"]: c for c in workload["status"].get("conditions") or []}
+                if task["state"] == "RUNNING":
+                    ok = pod["status"]["phase"] == "Running" and conditions["Admitted"]["status"] == "True"
+                else:
+                    quota = conditions.get("QuotaReserved") or {}
+                    ok = (
+                        task["state"] == "ASSIGNED"
+                        and pod["status"]["phase"] == "Pending"
+                        and any(g["name"] == "kueue.x-k8s.io/admission" for g in pod["spec"]["schedulingGates"])
+                        and quota.get("status") == "False"
+                        and quota.get("message", "\0") in (task["pending_reason"] or "")
+                    )
+                if not ok:
+                    found.append(f"{task['task_id']}: iris {task}, pod {pod['status']}, workload {conditions}")
+        return found
+
+    # Kueue and the controller each write on their own schedule: the two views must meet, and stay
+    # met, within a step (a snapshot between two writes may see one of them only).
+    last: list[str] = []
+
+    def agree() -> bool:
+        last[:] = disagreements()
+        return not last
+
+    try:
+        j.step(agree, what="kubectl and iris job status telling the same story")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\nlast disagreements: {last}") from None
     release.touch()
     assert j.step(lambda: finished(j, runner), what="pair done").state is JobState.SUCCEEDED
     waiter.kill()

@@ -228,37 +228,32 @@ class KubeApi:
             raise _error(exc) from exc
 
     def get_secret(self, name: str) -> dict[str, Any] | None:
-        try:
-            return dict(self._client.get(Secret, name, namespace=self.namespace))
-        except _API_ERRORS as exc:
-            err = _error(exc)
-            if err.status == 404:
-                return None
-            raise err from exc
+        return self._get(Secret, name)
 
     def delete_secret(self, name: str) -> bool:
-        try:
-            self._client.delete(Secret, name, namespace=self.namespace)
-            return True
-        except _API_ERRORS as exc:
-            err = _error(exc)
-            if err.status == 404:
-                return False
-            raise err from exc
+        return self._delete(Secret, name)
 
     def get_pod(self, name: str) -> dict[str, Any] | None:
-        try:
-            return dict(self._client.get(Pod, name, namespace=self.namespace))
-        except _API_ERRORS as exc:
-            err = _error(exc)
-            if err.status == 404:
-                return None
-            raise err from exc
+        return self._get(Pod, name)
 
     def delete_pod(self, name: str) -> bool:
         """Delete (the kubelet gets the normal grace period); False if it was already gone."""
+        return self._delete(Pod, name, cascade=CascadeType.BACKGROUND)
+
+    def _get(self, kind: Any, name: str) -> dict[str, Any] | None:
+        """The object, or None when there is no such object."""
         try:
-            self._client.delete(Pod, name, namespace=self.namespace, cascade=CascadeType.BACKGROUND)
+            return dict(self._client.get(kind, name, namespace=self.namespace))
+        except _API_ERRORS as exc:
+            err = _error(exc)
+            if err.status == 404:
+                return None
+            raise err from exc
+
+    def _delete(self, kind: Any, name: str, **options: Any) -> bool:
+        """Delete the object; False if it was already gone."""
+        try:
+            self._client.delete(kind, name, namespace=self.namespace, **options)
             return True
         except _API_ERRORS as exc:
             err = _error(exc)
