@@ -11,14 +11,7 @@ from pathlib import Path
 from tests.conftest import wait_until
 
 from iris.client import Entrypoint, IrisClient, Job, ResourceSpec
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
+from iris.testing.proc_state import running
 
 
 def start_stamped_job(url: str, stamps: Path, name: str) -> tuple[Job, int, str]:
@@ -47,7 +40,7 @@ def watch_retry(stamps: Path, first_pid: int, timeout_s: float = 90.0) -> Retry:
     died_at = None
     deadline = time.monotonic() + timeout_s
     while len(stamps.read_text().split("\n")) < 3:  # a second line: the retry started
-        if died_at is None and not alive(first_pid):
+        if died_at is None and not running(first_pid):
             died_at = time.time()
         if time.monotonic() > deadline:
             raise AssertionError("the task was not retried on the other worker")

@@ -14,6 +14,7 @@ from tests.conftest import wait_until
 
 from iris.testing.fake_apiserver import PODS
 from iris.testing.k8s_sandbox import start_sandbox
+from iris.testing.proc_state import running
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 needs_kubectl = pytest.mark.skipif(not Path(KUBECTL).exists(), reason="kubectl not installed")
@@ -102,7 +103,7 @@ def test_stop_kills_running_pods(tmp_path: Path) -> None:
     )
     sandbox.stop()
     wait_until(
-        lambda: not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2],
+        lambda: not running(pid),
         timeout=5,
     )
 

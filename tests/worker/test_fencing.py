@@ -18,6 +18,7 @@ from iris.cluster.controller.worker_health import (
 )
 from iris.rpc.enums import TaskState, WorkerStatus
 from iris.rpc.models import AttemptObservation, DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
+from iris.testing.proc_state import running
 
 
 def run(uid: str, *argv: str) -> DesiredAttempt:
@@ -35,14 +36,6 @@ def run(uid: str, *argv: str) -> DesiredAttempt:
 
 def leader(worker: WorkerProcess, uid: str) -> int:
     return recorded_pgids(worker.state_dir / "pids")[uid]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def group_alive(pgid: int) -> bool:
@@ -71,7 +64,7 @@ def test_unreconciled_worker_kills_its_attempts_after_the_advised_grace(tmp_path
         pid = leader(proc, "p1")
         started = time.monotonic()
         # The controller stops reconciling (a partition): the worker fences itself.
-        wait_until(lambda: not alive(pid), timeout=15, what="the fenced attempt to be killed")
+        wait_until(lambda: not running(pid), timeout=15, what="the fenced attempt to be killed")
         assert time.monotonic() - started >= 1.5
         assert "fenced: the controller has not reconciled this worker" in log_text(proc, "p1")
     finally:
@@ -89,7 +82,7 @@ def test_steady_reconciles_keep_attempts_alive(tmp_path: Path) -> None:
         while time.monotonic() < deadline:
             proc.reconcile([DesiredAttempt(attempt_uid="k1", intent="run")])
             time.sleep(0.3)
-        assert alive(pid)
+        assert running(pid)
     finally:
         proc.stop()
         stub.stop()
@@ -104,7 +97,7 @@ def test_reconciles_that_do_not_renew_the_lease_still_let_the_worker_fence(tmp_p
         proc.reconcile([run("n1", "sleep", "100")])
         pid = leader(proc, "n1")
         started = time.monotonic()
-        while alive(pid):
+        while running(pid):
             answer = proc.reconcile([DesiredAttempt(attempt_uid="n1", intent="run")], renew_lease=False)
             assert answer.observations, "the worker stopped answering"
             assert time.monotonic() - started < 15, "the attempt was never fenced"
@@ -127,7 +120,7 @@ def test_a_worker_registered_later_than_its_grace_keeps_its_first_attempt(tmp_pa
         pid = leader(proc, "f1")
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline:
-            assert alive(pid), "the first attempt was fenced"
+            assert running(pid), "the first attempt was fenced"
             proc.reconcile([DesiredAttempt(attempt_uid="f1", intent="run")])
             time.sleep(0.2)
         assert "fenced" not in log_text(proc, "f1")

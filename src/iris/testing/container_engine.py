@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iris.testing import images
+from iris.testing.proc_state import running
 
 _PR_SET_CHILD_SUBREAPER = 36
 _START_TIMEOUT_S = 90.0
@@ -257,7 +258,7 @@ def _terminate(pid: int, child: subprocess.Popen[bytes] | None) -> None:
         if child is not None:
             if child.poll() is not None:
                 return
-        elif not _alive(pid):
+        elif not running(pid):
             return
         time.sleep(0.05)
     try:
@@ -266,14 +267,6 @@ def _terminate(pid: int, child: subprocess.Popen[bytes] | None) -> None:
         return
     if child is not None:
         child.wait(10)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _unmount_under(directory: Path) -> None:
@@ -362,7 +355,9 @@ def release(engine: Engine) -> None:
     with images._locked(paths.run_dir / "users.lock"):
         (_users_dir(paths) / str(os.getpid())).unlink(missing_ok=True)
         others = [
-            entry for entry in _users_dir(paths).iterdir() if entry.name.isdigit() and _alive(int(entry.name))
+            entry
+            for entry in _users_dir(paths).iterdir()
+            if entry.name.isdigit() and running(int(entry.name))
         ]
         if others or (paths.run_dir / "manual").exists():
             return
