@@ -14,7 +14,7 @@ import pytest
 from tests.cli.helpers import run_iris
 from tests.conftest import wait_until
 
-from iris.client import IrisClient
+from iris.client import Entrypoint, IrisClient
 from iris.client.local_cluster import LocalCluster
 from iris.testing import container_engine as engines
 from iris.testing.images import BUSYBOX_IMAGE, PYTHON_IMAGE
@@ -207,3 +207,27 @@ def test_usage_samples_the_container_processes(
     wait_until(lambda: peak() >= 120 * 1000 * 1000, timeout=60, what="the container's memory sampled")
     job.kill()
     wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
+
+
+def test_a_python_callable_runs_in_the_image_and_returns_its_value(client: IrisClient) -> None:
+    def where_am_i(offset: int) -> tuple[str, int, bool]:
+        import os
+        import platform
+
+        # The image's Python (Debian bookworm's 3.11), no /work from the host; pydantic comes from
+        # the worker's fallback copies (the image has none), so the Iris client imports.
+        import iris.client  # noqa: F401
+
+        return platform.python_version(), int(os.environ["IRIS_TASK_INDEX"]) + offset, os.path.exists("/work")
+
+    job = client.submit(Entrypoint.from_callable(where_am_i, 40), image=PYTHON_IMAGE, workspace=False)
+    [(version, index, host_work)] = job.result(timeout=90)
+    assert version.startswith("3.11.") and index == 40 and host_work is False
+    wait_until(lambda: _managed_containers(client) == [], what="no container left")
+
+
+def test_a_callable_in_an_image_without_python_says_so(client: IrisClient) -> None:
+    job = client.submit(Entrypoint.from_callable(print, "hi"), image=BUSYBOX_IMAGE, workspace=False)
+    wait_until(lambda: job.detail().state.value == "FAILED", timeout=90, what="the job failed")
+    log = "\n".join(line.line for line in job.log_lines())
+    assert "needs python3 in its image" in log, log
