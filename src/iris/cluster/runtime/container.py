@@ -183,6 +183,9 @@ class ContainerTaskRuntime:
             task_env[RUNNER_DEPS_ENV] = RUNNER_DEPS_DIR
             task_env["PYTHONDONTWRITEBYTECODE"] = "1"
             self._callables.add(uid)
+        venv = task_env.get("VIRTUAL_ENV")
+        if venv:  # the job's environment, built in this image by the worker: read-only, same path
+            args += ["-v", f"{venv}:{venv}:ro"]
         env = dict(self._env)
         for key, value in task_env.items():
             args += ["-e", key]  # the value comes from the CLI's own environment: not on argv
@@ -352,6 +355,47 @@ class ContainerTaskRuntime:
     def _lock_for(self, image: str) -> threading.Lock:
         with self._locks_lock:
             return self._image_locks.setdefault(image, threading.Lock())
+
+    # ------------------------------------------------------------------ one-off containers
+
+    def image_facts(self, image: str) -> tuple[str, str]:
+        """The image's id and its PATH (from its config; the usual default when it sets none)."""
+        result = self._run(["image", "inspect", "--format", "{{.Id}} {{json .Config.Env}}", image])
+        if result.returncode != 0:
+            raise ImageUnavailable(f"image {image} could not be inspected: {result.stderr.strip()}")
+        image_id, _, env_json = result.stdout.strip().partition(" ")
+        try:
+            config_env = json.loads(env_json) or []
+        except ValueError:
+            config_env = []
+        path = next((e[5:] for e in config_env if isinstance(e, str) and e.startswith("PATH=")), None)
+        return image_id, path or "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+    def one_off_argv(
+        self,
+        image: str,
+        argv: Sequence[str],
+        *,
+        name: str,
+        mounts: Sequence[tuple[str, str, bool]],
+        env: Mapping[str, str],
+        user: int,
+    ) -> tuple[list[str], dict[str, str]]:
+        """A container of ``image`` that runs ``argv`` and is removed (e.g. an environment build):
+        host network, no capabilities, as ``user``, ``mounts`` as (host, container, read-only)."""
+        args = [self.cli, "run", "--rm", "--name", name, "--network", "host", "--cap-drop", "ALL"]
+        args += ["--security-opt", "no-new-privileges", "--user", f"{user}:{user}"]
+        for source, target, read_only in mounts:
+            args += ["-v", f"{source}:{target}" + (":ro" if read_only else "")]
+        process_env = dict(self._env)
+        for key, value in env.items():
+            args += ["-e", key]
+            process_env[key] = value
+        return [*args, image, *argv], process_env
+
+    def remove(self, name: str) -> None:
+        """Remove a container by name (gone already is fine)."""
+        self._run(["rm", "-f", name])
 
     # ------------------------------------------------------------------ CLI
 

@@ -162,6 +162,48 @@ class BuiltEnvironment:
         return self.path / "bin"
 
 
+IMAGE_UV = "/opt/iris-uv/uv"  # where an in-image build finds the worker's uv binary
+IMAGE_CA_FILE = "/opt/iris-uv/ca-certificates.crt"  # and the worker's SSL_CERT_FILE, if set
+# Variables of the build's environment that name the worker's own files: not passed into an image.
+_HOST_ONLY_ENV = frozenset({"PATH", "USER", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"})
+
+
+@dataclass(frozen=True, slots=True)
+class InImage:
+    """Build in a job's container image, with its ``python3``, instead of with the worker's
+    interpreter (whose path the image does not have): the builder runs each uv step as a one-off
+    container of the image (the worker's uv binary mounted read-only), and the environment is
+    keyed by the image's id. Tasks then mount it read-only at the same path."""
+
+    image: str
+    image_id: str
+    path: str  # the image's PATH (the task's, with the environment's bin first)
+    # ContainerTaskRuntime.one_off_argv and .remove
+    run_argv: Callable[..., tuple[list[str], dict[str, str]]]
+    remove: Callable[[str], None]
+
+
+def uv_binary() -> str | None:
+    """The uv executable itself (not a shell shim): what can be mounted into an image."""
+    candidates: list[Path] = []
+    try:
+        import uv as uv_package  # type: ignore[import-not-found]
+
+        candidates.append(Path(uv_package.find_uv_bin()))
+    except (ImportError, FileNotFoundError, AttributeError):
+        pass
+    candidates += [Path(d) / "uv" for d in os.environ.get("PATH", "").split(os.pathsep) if d]
+    candidates += [Path(sys.prefix) / "bin" / "uv", Path(sys.base_prefix) / "bin" / "uv"]
+    for candidate in candidates:
+        try:
+            with open(candidate, "rb") as binary:
+                if binary.read(4) == b"\x7fELF":
+                    return str(candidate.resolve())
+        except OSError:
+            continue
+    return None
+
+
 class EnvironmentBuilder:
     def __init__(
         self,
@@ -183,14 +225,20 @@ class EnvironmentBuilder:
         self._timeout_s = timeout_s
         self._identity = python_identity(python)
 
-    def hash_of(self, packages: Iterable[str], project: ProjectFiles | None = None) -> str:
-        return environment_hash(normalized_requirements(packages), self._identity, project)
+    def hash_of(
+        self, packages: Iterable[str], project: ProjectFiles | None = None, in_image: InImage | None = None
+    ) -> str:
+        return environment_hash(normalized_requirements(packages), self._identity_for(in_image), project)
+
+    def _identity_for(self, in_image: InImage | None) -> str:
+        return self._identity if in_image is None else json.dumps({"image": in_image.image_id})
 
     def ensure(
         self,
         packages: Iterable[str],
         *,
         project: ProjectFiles | None = None,
+        in_image: InImage | None = None,
         log: Callable[[str], None] = lambda _line: None,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> BuiltEnvironment:
@@ -198,7 +246,7 @@ class EnvironmentBuilder:
         given), built now if no finished one exists. Raises EnvironmentBuildError (uv's output is
         in ``log``) or Cancelled."""
         requirements = normalized_requirements(packages)
-        env_hash = environment_hash(requirements, self._identity, project)
+        env_hash = environment_hash(requirements, self._identity_for(in_image), project)
         path = self.directory / env_hash
         if (path / READY_MARKER).exists():
             log(f"reusing environment {env_hash}")
@@ -210,9 +258,10 @@ class EnvironmentBuilder:
             parts = [project.describe()] if project is not None else []
             if requirements or not parts:
                 parts.append(" ".join(requirements))
-            log(f"building environment {env_hash}: {' + '.join(parts)}")
+            where = f" in image {in_image.image}" if in_image is not None else ""
+            log(f"building environment {env_hash}{where}: {' + '.join(parts)}")
             started = time.monotonic()
-            self._build(path, requirements, project, log, cancelled)
+            self._build(path, requirements, project, in_image, log, cancelled)
             log(f"built environment {env_hash} in {time.monotonic() - started:.1f}s")
         return BuiltEnvironment(env_hash, path, reused=False)
 
@@ -221,15 +270,19 @@ class EnvironmentBuilder:
         path: Path,
         requirements: Sequence[str],
         project: ProjectFiles | None,
+        in_image: InImage | None,
         log: Callable[[str], None],
         cancelled: Callable[[], bool],
     ) -> None:
         uv = self._uv if self._uv is not None else find_uv()
-        if uv is None:
+        binary = uv_binary() if in_image is not None else None
+        if uv is None or (in_image is not None and binary is None):
             raise EnvironmentBuildError(
                 "cannot build the job's environment: uv is not installed on this worker "
                 "(install it with: python -m pip install uv)"
             )
+        if in_image is not None:
+            uv = [IMAGE_UV]
         shutil.rmtree(path, ignore_errors=True)  # a failed or interrupted earlier build
         cache = self.directory / f".cache-{path.name}"
         shutil.rmtree(cache, ignore_errors=True)
@@ -239,7 +292,11 @@ class EnvironmentBuilder:
                 directory.mkdir(mode=0o700)
                 if lease is not None:
                     os.chown(directory, lease.uid, lease.uid)
-            env = build_environment(cache if lease is not None else None)
+            env = build_environment(cache if lease is not None or in_image is not None else None)
+            image_run = None
+            if in_image is not None:
+                assert binary is not None
+                image_run = _ImageRun(in_image, binary, (path, cache), lease.uid if lease else os.geteuid())
             self._run(
                 [
                     *uv,
@@ -248,7 +305,7 @@ class EnvironmentBuilder:
                     "--quiet",
                     "--allow-existing",
                     "--python",
-                    self.python,
+                    self.python if in_image is None else "python3",
                     str(path),
                 ],
                 "creating the environment",
@@ -256,9 +313,10 @@ class EnvironmentBuilder:
                 cancelled,
                 env,
                 lease,
+                image_run,
             )
             if project is not None:
-                self._sync(uv, path, cache, project, log, cancelled, env, lease)
+                self._sync(uv, path, cache, project, log, cancelled, env, lease, image_run)
             if requirements:
                 self._run(
                     [
@@ -276,6 +334,7 @@ class EnvironmentBuilder:
                     cancelled,
                     env,
                     lease,
+                    image_run,
                 )
         finally:
             if lease is not None:
@@ -283,7 +342,8 @@ class EnvironmentBuilder:
                 UidPool.release(lease)
             shutil.rmtree(cache, ignore_errors=True)
         seal(path)
-        self._link_parent_site(path)
+        if in_image is None:  # in an image, the callable runner is mounted beside the task instead
+            self._link_parent_site(path)
         (path / READY_MARKER).write_text(
             json.dumps({"requirements": list(requirements), "built_at": time.time()})
         )
@@ -299,6 +359,7 @@ class EnvironmentBuilder:
         cancelled: Callable[[], bool],
         env: dict[str, str],
         lease: UidLease | None,
+        image_run: _ImageRun | None = None,
     ) -> None:
         """``uv sync --frozen`` of a copy of the project's two files (in the build's own scratch
         directory) into ``path``. The project itself is not installed: the task runs in its
@@ -324,7 +385,13 @@ class EnvironmentBuilder:
         for extra in project.extras:
             argv += ["--extra", extra]
         self._run(
-            argv, project.describe(), log, cancelled, {**env, "UV_PROJECT_ENVIRONMENT": str(path)}, lease
+            argv,
+            project.describe(),
+            log,
+            cancelled,
+            {**env, "UV_PROJECT_ENVIRONMENT": str(path)},
+            lease,
+            image_run,
         )
 
     def _link_parent_site(self, path: Path) -> None:
@@ -346,8 +413,12 @@ class EnvironmentBuilder:
         cancelled: Callable[[], bool],
         env: dict[str, str],
         lease: UidLease | None,
+        image_run: _ImageRun | None = None,
     ) -> None:
-        if lease is not None and self._isolation is not None:
+        name = None
+        if image_run is not None:  # a one-off container of the image runs it, as the build's uid
+            name, (argv, env) = image_run.name(), image_run.argv(argv, env)
+        elif lease is not None and self._isolation is not None:
             argv = self._isolation.wrap(argv, lease.uid)
         deadline = time.monotonic() + self._timeout_s
         # Output goes to a file, not a pipe: nothing has to drain it while we poll for cancellation.
@@ -377,12 +448,45 @@ class EnvironmentBuilder:
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)  # uv and whatever it started
                     proc.wait()
+                    if image_run is not None and name is not None:
+                        image_run.image.remove(name)  # killing its CLI does not stop the container
             output.seek(0)
             lines = output.read().decode("utf-8", "replace").splitlines()
         for line in lines[-_OUTPUT_LINES_LOGGED:]:
             log(f"uv: {line}")
         if code != 0:
             raise EnvironmentBuildError(f"{what} failed (uv exited with code {code}): {uv_error(lines)}")
+
+
+class _ImageRun:
+    """How the steps of one in-image build run: the image's containers, the worker's uv mounted,
+    the environment and scratch directories at their own paths, the image's PATH, as ``uid``."""
+
+    def __init__(self, image: InImage, uv: str, directories: Sequence[Path], uid: int) -> None:
+        self.image = image
+        self._uv = uv
+        self._directories = directories
+        self._uid = uid
+        self._step = 0
+        self._name = ""
+
+    def name(self) -> str:
+        """The container of the next step (called before ``argv``)."""
+        self._step += 1
+        self._name = f"iris-env-{self._directories[0].name}-{self._step}-{os.getpid()}"
+        return self._name
+
+    def argv(self, argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+        mounts = [(self._uv, IMAGE_UV, True), *((str(d), str(d), False) for d in self._directories)]
+        inside = {k: v for k, v in env.items() if k not in _HOST_ONLY_ENV}
+        inside["PATH"] = self.image.path
+        ca_file = env.get("SSL_CERT_FILE")
+        if ca_file and os.path.isfile(ca_file):  # the operator's CA bundle (a proxy's): the image lacks it
+            mounts.append((os.path.realpath(ca_file), IMAGE_CA_FILE, True))
+            inside["SSL_CERT_FILE"] = IMAGE_CA_FILE
+        return self.image.run_argv(
+            self.image.image, argv, name=self._name, mounts=mounts, env=inside, user=self._uid,
+        )  # fmt: skip
 
 
 def uv_error(lines: Sequence[str], limit: int = 6) -> str:

@@ -198,6 +198,11 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
                 )
 
     isolation = _isolation(config, state_dir)
+    containers = ContainerTaskRuntime(
+        worker_id,
+        cli=config.container_cli,
+        device_dir=str(config.device_dir) if config.device_dir else "/dev",
+    )
     runtime = SubprocessRuntime(
         state_dir,
         worker_id=worker_id,
@@ -211,14 +216,11 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
             isolation=isolation,
             bundle_max_bytes=config.bundle_max_bytes,
             bundle_max_entries=config.bundle_max_entries,
+            containers=containers,
         ),
         isolation=isolation,
         devices=DeviceBroker(inventory) if inventory is not None else None,
-        containers=ContainerTaskRuntime(
-            worker_id,
-            cli=config.container_cli,
-            device_dir=str(config.device_dir) if config.device_dir else "/dev",
-        ),
+        containers=containers,
     )
     if runtime.containers_removed:
         logger.warning("removed %d containers left by a previous run", len(runtime.containers_removed))

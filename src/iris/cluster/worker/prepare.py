@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from iris.cluster.runtime.container import ContainerTaskRuntime, ImageUnavailable
 from iris.cluster.runtime.isolation import Isolation
 from iris.cluster.runtime.subprocess_runtime import Preparation
 from iris.cluster.worker.bundles import BundleCache
-from iris.cluster.worker.environments import EnvironmentBuilder, ProjectFiles
+from iris.cluster.worker.environments import EnvironmentBuilder, EnvironmentBuildError, InImage, ProjectFiles
 from iris.cluster.worker.safe_unpack import MAX_BYTES, MAX_MEMBERS
 from iris.rpc.models import RunSpec
 
@@ -26,9 +27,12 @@ class AttemptPreparer:
         isolation: Isolation | None = None,
         bundle_max_bytes: int = MAX_BYTES,
         bundle_max_entries: int = MAX_MEMBERS,
+        containers: ContainerTaskRuntime | None = None,
     ) -> None:
         """``envs_dir`` (default ``<state>/envs``) must be reachable by the uids attempts run as;
-        with ``isolation`` environments are built as one of them, never as root."""
+        with ``isolation`` environments are built as one of them, never as root. An attempt in a
+        container image gets its environment built in that image (``containers`` runs it)."""
+        self._containers = containers
         self.bundles = BundleCache(
             Path(state_dir) / "bundles",
             controller_url,
@@ -60,8 +64,25 @@ class AttemptPreparer:
         if spec.environment is not None and spec.environment.project:
             project = ProjectFiles.read(work_dir, spec.environment.extras)
         if packages or project is not None:
-            built = self.environments.ensure(packages, project=project, log=log, cancelled=cancelled)
-            env["VIRTUAL_ENV"] = str(built.path)
-            path_prepend = (str(built.bin_dir),)
-            python = str(built.python)
+            in_image = self._in_image(spec.image) if spec.image else None
+            built = self.environments.ensure(
+                packages, project=project, in_image=in_image, log=log, cancelled=cancelled
+            )
+            env["VIRTUAL_ENV"] = str(built.path)  # the container runtime mounts it (read-only)
+            if in_image is not None:
+                env["PATH"] = f"{built.bin_dir}:{in_image.path}"
+            else:
+                path_prepend = (str(built.bin_dir),)
+                python = str(built.python)
         return Preparation(env=env, path_prepend=path_prepend, python=python)
+
+    def _in_image(self, image: str) -> InImage:
+        if self._containers is None:
+            raise EnvironmentBuildError(
+                f"this worker runs no containers, so it cannot build an environment in {image}"
+            )
+        try:
+            image_id, path = self._containers.image_facts(image)
+        except ImageUnavailable as exc:
+            raise EnvironmentBuildError(str(exc)) from None
+        return InImage(image, image_id, path, self._containers.one_off_argv, self._containers.remove)
