@@ -2,8 +2,19 @@
 
 Three substrates run the same journeys: ``worker`` (controller + worker daemons), ``kubernetes``
 (the KUBERNETES backend against the sandbox: fake API server with Kueue and kubelet simulators)
-and ``real_k8s`` (the KUBERNETES backend against the real kube-apiserver, scheduler,
-controller-manager and Kueue of the session's ``real_control_plane``; marker ``real_k8s``).
+``real_k8s`` (the KUBERNETES backend against the real kube-apiserver, scheduler,
+controller-manager and Kueue of the session's ``real_control_plane``, pods run by the node agent;
+marker ``real_k8s``) and ``real_kubelet`` (the same real components with a real kubelet and
+containerd as the only node, ``real_kubelet_plane``; marker ``real_kubelet``; task pods run the
+local image ``iris-test/busybox:1``).
+
+Which journeys run on ``real_kubelet`` (tests/journeys/test_real_kubelet.py): the job model
+(replicas, retries, gangs that fit one node), logs that outlive the pod, OOM, execution timeout,
+kill, exec and process status, a pod deleted from outside, image pull failure. They stay on
+node-agent nodes (``real_k8s``) when they need several nodes (constraints and pools across
+workers, preemption and quota stories sized for four nodes, ``test_worker_scheduling``) or a task
+that talks back to the controller (callables, sub-jobs, endpoints, ``distributed``: the pods of the
+real node live in its own network namespace and reach nothing beyond it).
 
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:
@@ -36,7 +47,9 @@ T = TypeVar("T")
 
 
 KUBECTL = "kubectl"
-SUBSTRATES = ("worker", "kubernetes", "real_k8s")
+SUBSTRATES = ("worker", "kubernetes", "real_k8s", "real_kubelet")
+# Task pods on the real node run this locally built image (iris.testing.images; no registry).
+REAL_KUBELET_IMAGE = "iris-test/busybox:1"
 # The real control plane as a parameter (marker real_k8s, session fixture real_control_plane).
 # It joins as soon as the control-plane test package is in the tree.
 REAL_K8S: list[Any] = (
@@ -110,7 +123,7 @@ class Journey:
     client: IrisClient
     cluster: LocalCluster
     backend: str
-    # worker, kubernetes (the sandbox) or real_k8s
+    # worker, kubernetes (the sandbox), real_k8s or real_kubelet
     substrate: str = "worker"
     kube: Kube | None = None
     finished_tasks: dict[str, str] = field(default_factory=dict)
@@ -240,7 +253,11 @@ def run_bouncing_gang(j: Journey, name: str, resources: ResourceSpec) -> JobDeta
 def substrate_cluster(request: pytest.FixtureRequest, **kwargs: Any) -> Iterator[Journey]:
     """``journey_cluster`` for a fixture parametrised by ``SUBSTRATE_PARAMS``."""
     substrate = str(request.param)
-    control_plane = request.getfixturevalue("real_control_plane") if substrate == "real_k8s" else None
+    control_plane = None
+    if substrate == "real_k8s":
+        control_plane = request.getfixturevalue("real_control_plane")
+    elif substrate == "real_kubelet":
+        control_plane = request.getfixturevalue("real_kubelet_plane")
     with journey_cluster(substrate, control_plane=control_plane, **kwargs) as journey:
         yield journey
 
@@ -254,18 +271,24 @@ def journey_cluster(
     attributes: list[dict[str, str]] | None = None,
     control_plane: Any = None,
 ) -> Iterator[Journey]:
-    """A cluster on ``substrate``; ``real_k8s`` needs the session's ``control_plane`` (its
-    namespace is cleared of Iris pods before and after, so modules do not see each other's)."""
+    """A cluster on ``substrate``; ``real_k8s`` and ``real_kubelet`` need the session's
+    ``control_plane`` (its namespace is cleared of Iris pods before and after, so modules do not
+    see each other's)."""
     if substrate not in SUBSTRATES:
         raise ValueError(f"unknown substrate {substrate!r}")
     backend = "worker" if substrate == "worker" else "kubernetes"
     kube: Kube | None = None
     k8s_args: dict[str, Any] = {}
-    if substrate == "real_k8s":
+    if substrate == "real_kubelet":
+        # No registry answers the node: a pull fails at once, and 3 s of grace end the attempt.
+        config = Path(control_plane.run_dir) / "iris-real-kubelet.yaml"
+        config.write_text("backend:\n  kind: kubernetes\n  kubernetes:\n    image_pull_grace_s: 3\n")
+        k8s_args["controller_args"] = ["--image", REAL_KUBELET_IMAGE, "--config", str(config)]
+    if substrate in ("real_k8s", "real_kubelet"):
         kube = Kube(Path(control_plane.admin_kubeconfig), control_plane.namespace)
         kube.clear()
         # The controller runs with its ServiceAccount's token: our RBAC meets the real authorizer.
-        k8s_args = {
+        k8s_args |= {
             "kubeconfig": control_plane.controller_kubeconfig,
             "namespace": control_plane.namespace,
             "local_queue": control_plane.local_queue,
@@ -291,5 +314,5 @@ def journey_cluster(
     finally:
         client.close()
         cluster.stop()
-        if substrate == "real_k8s" and kube is not None:
+        if substrate in ("real_k8s", "real_kubelet") and kube is not None:
             kube.clear()
