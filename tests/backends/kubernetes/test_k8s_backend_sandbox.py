@@ -227,8 +227,16 @@ def test_gang_is_admitted_whole(sandbox: Sandbox, backend: KubernetesBackend) ->
         )
         for i, u in enumerate(uids)
     ]
-    for u in uids:
-        until(backend, gang, u, TaskState.RUNNING)
+    backend.reconcile(gang)
+
+    def bound() -> list[str]:
+        # Admitted whole: every member is ungated and bound to a node. (Their rendezvous init
+        # containers then wait for a controller this test does not run; see gang.py.)
+        found = pods(sandbox)
+        nodes = [p["spec"].get("nodeName") for p in found if not p["spec"].get("schedulingGates")]
+        return nodes if len(found) == 3 and all(nodes) and len(nodes) == 3 else []
+
+    wait_for(bound, timeout=30, what="every gang member bound")
     groups = {p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] for p in pods(sandbox)}
     assert len(groups) == 1
 
