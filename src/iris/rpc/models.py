@@ -25,6 +25,7 @@ from iris.rpc.enums import (
     TaskState,
     WorkerStatus,
 )
+from iris.rpc.result_limits import MAX_RESULT_BYTES, MAX_TRACEBACK_CHARS
 from iris.rpc.units import parse_bytes, parse_cpu_millicores
 
 
@@ -645,13 +646,6 @@ class ReconcileResponse(WireModel):
     worker_id: str
     observations: list[AttemptObservation]
     health: WorkerHealth
-
-
-# A callable task's pickled return value is kept by the controller up to this size (one per task,
-# the latest attempt's); a bigger one fails the task with a message saying so.
-MAX_RESULT_BYTES = 1024 * 1024
-# The end of a remote traceback kept with a failed callable's result.
-MAX_TRACEBACK_CHARS = 32 * 1024
 
 
 class TaskResult(WireModel):

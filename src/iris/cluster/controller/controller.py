@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from iris.cluster.backends.worker_daemon import WorkerDaemonBackend, WorkerRpcClient
-from iris.cluster.controller import round as kernel
+from iris.cluster.controller import round_kernel as kernel
 from iris.cluster.controller import store
 from iris.cluster.controller.auth import Authenticator
 from iris.cluster.controller.autoscaler import Autoscaler, demand_from_requests, slice_usage_from_workers
@@ -69,7 +69,7 @@ from iris.cluster.controller.job_waiters import JobWaiters
 from iris.cluster.controller.logstore import LogStore
 from iris.cluster.controller.logstore.pod_collector import PodLogCollector
 from iris.cluster.controller.metrics import ControllerMetrics
-from iris.cluster.controller.round import RoundPlan
+from iris.cluster.controller.round_kernel import RoundPlan
 from iris.cluster.controller.scheduler import PendingReason, Resources, TaskRequest, explain
 from iris.cluster.controller.scheduler.fairshare import UsageLedger
 from iris.cluster.controller.scheduler.gates import admission_refusal

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue")
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kueue", "kubelet")
 BUILD_HINT = "run `scripts/k8s-control-plane build` first (see docs/kubernetes.md)"
 
 
