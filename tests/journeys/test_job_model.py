@@ -7,7 +7,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from tests.journeys.harness import SUBSTRATE_PARAMS, Journey, run_bouncing_gang, substrate_cluster
+from tests.journeys.harness import (
+    CONTAINER_IMAGE,
+    WITH_CONTAINERS,
+    Journey,
+    run_bouncing_gang,
+    substrate_cluster,
+)
 
 from iris.client import (
     CoschedulingConfig,
@@ -21,7 +27,7 @@ from iris.client import (
 SMALL = ResourceSpec(cpu=0.5, memory="64MB")
 
 
-@pytest.fixture(scope="module", params=SUBSTRATE_PARAMS)
+@pytest.fixture(scope="module", params=WITH_CONTAINERS)
 def j(request: pytest.FixtureRequest) -> Iterator[Journey]:
     """The same stories on every substrate."""
     with substrate_cluster(request, attributes=[{"pool": "a"}] * 3) as journey:
@@ -48,6 +54,9 @@ def test_replicas_make_tasks(j: Journey) -> None:
     assert detail.state is JobState.SUCCEEDED
     assert [t.task_index for t in detail.tasks] == [0, 1, 2, 3]
     assert sorted(job.logs()) == ["task 0", "task 1", "task 2", "task 3"]
+    if j.substrate == "container":  # each in the cluster's default image
+        started = [line.line for line in job.read_logs()[0] if line.line.startswith("started ")]
+        assert len(started) == 4 and all(f"in image {CONTAINER_IMAGE}" in s for s in started), started
 
 
 def test_failure_is_retried_within_budget(j: Journey) -> None:
@@ -157,7 +166,7 @@ def test_sub_job_lives_under_its_parent_and_dies_with_it(j: Journey) -> None:
 
 def test_scheduling_timeout_makes_an_unfittable_job_unschedulable(j: Journey) -> None:
     # Kueue's explanation reaches us on its next Workload read, so give Kubernetes a little longer.
-    deadline = {"worker": 3, "kubernetes": 6}.get(j.substrate, 15)
+    deadline = {"worker": 3, "container": 3, "kubernetes": 6}.get(j.substrate, 15)
     job = j.client.submit(
         Entrypoint.from_command("true"),
         name="huge",
