@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from iris.cluster.controller.job_state import rollup_job_state
-from iris.cluster.controller.round import settle_by_counts, settle_job
-from iris.cluster.controller.store import JobRollup, JobRow, JobSnapshot
+from iris.cluster.controller.round_kernel import settle_by_counts, settle_job
+from iris.cluster.controller.snapshots import JobRollup, JobRow, JobSnapshot
 from iris.cluster.controller.task_state import TaskSnapshot
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, PriorityBand, TaskState
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from iris.cluster.controller import round as kernel
+from iris.cluster.controller import round_kernel as kernel
 from iris.cluster.controller import store
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.effects import Effects

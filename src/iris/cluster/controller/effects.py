@@ -3,7 +3,7 @@
 The shape every state change in the controller takes::
 
     snapshot = store.<something>_snapshot(cur, ...)   # a frozen read (typed rows, versions)
-    effects  = round.<kernel>(snapshot, now)          # pure: no I/O, no clock, no randomness
+    effects  = round_kernel.<kernel>(snapshot, now)   # pure: no I/O, no clock, no randomness
     applied  = store.commit(cur, effects)             # one transaction, every write guarded
 
 An ``Effects`` is a list of ``Change``s. A change is one decision (one task moving, one gang
@@ -18,7 +18,7 @@ the newer state and decides again. Task writes must follow ``transitions.TASK_TR
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum, StrEnum
 
 from iris.cluster.controller.task_state import AttemptSnapshot, TaskSnapshot
 from iris.rpc.enums import JobState
@@ -176,6 +176,14 @@ class Effects:
 
     def __bool__(self) -> bool:
         return bool(self.changes or self.notes)
+
+
+class Verdict(Enum):
+    """What the commit's guards say of one change."""
+
+    APPLIED = "applied"  # every guard holds: the change is written
+    STALE = "stale"  # a row it was decided from moved on: dropped, re-decided next round
+    REFUSED = "refused"  # names a task edge not in transitions.TASK_TRANSITIONS: a kernel bug
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The row and snapshot types the store reads and the pure kernels decide from (no SQL here).
 
-``round.py`` and the other kernels import these types from this module, never from ``store``
+``round_kernel.py`` and the other kernels import these types from this module, never from the ``store`` package
 (the only module that runs SQL; import-linter keeps kernels away from it and from ``db``).
 """
 

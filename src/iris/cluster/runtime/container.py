@@ -23,6 +23,8 @@ still there); a CLI killed before its container ended is followed by ``rm -f``.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import logging
 import os
@@ -47,6 +49,19 @@ _PRESENT_TTL_S = 60.0
 _CLI_TIMEOUT_S = 60.0
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 MANAGED_LABEL = "iris.managed"
+# Where a callable's runner finds the iris package and cloudpickle inside the container (first on
+# its PYTHONPATH), and the worker's copies of what the Iris client needs besides (pydantic...), which
+# the runner puts last on its path: the image's own copies win.
+RUNNER_DIR = "/opt/iris-runner"
+RUNNER_DEPS_DIR = "/opt/iris-runner-deps"
+RUNNER_DEPS_ENV = "IRIS_RUNNER_FALLBACK_PATH"
+_CLIENT_DEPENDENCIES = (
+    "pydantic",
+    "pydantic_core",
+    "typing_extensions",
+    "typing_inspection",
+    "annotated_types",
+)
 
 
 def default_cli() -> str:
@@ -88,6 +103,7 @@ class ContainerTaskRuntime:
         self._present: dict[str, float] = {}
         self._limits: dict[str, int] = {}
         self._pids: dict[str, int] = {}
+        self._callables: set[str] = set()
 
     # ------------------------------------------------------------------ TaskRuntime
 
@@ -98,11 +114,6 @@ class ContainerTaskRuntime:
         from iris.cluster.runtime.subprocess_runtime import PreparationError
 
         assert spec.image is not None
-        if spec.entrypoint.kind != "command":
-            raise PreparationError(
-                f"could not run a Python callable in image {spec.image}: callables run as processes "
-                "only; submit a command (e.g. python3 train.py) to use an image."
-            )
         try:
             self.ensure_image(spec.image, spec.image_pull_policy, log)
         except ImageUnavailable as exc:
@@ -154,13 +165,33 @@ class ContainerTaskRuntime:
         if launch.task_uid is not None:
             args += ["--user", f"{launch.task_uid}:{launch.task_uid}"]
         for node in device_nodes(launch.device_env, self._device_dir):
-            args += ["--device", node]
+            # A node of the worker's device dir is the container's /dev/<name>, wherever the worker
+            # keeps it (IRIS_DEVICE_DIR): CUDA and TPU runtimes look in /dev.
+            inside = f"/dev/{os.path.basename(node)}" if os.path.dirname(node) == self._device_dir else node
+            args += ["--device", f"{node}:{inside}"]
+        task_env = dict(launch.env)
+        argv = list(launch.argv)
+        if spec.entrypoint.kind != "command":
+            # ``python -u -m RUNNER PAYLOAD``: the image's python3 runs the worker's runner, with the
+            # iris package and cloudpickle mounted read-only (the image needs no Iris install).
+            payload = argv[-1]
+            argv = ["python3", *argv[1:]]
+            for name, source in runner_packages().items():
+                args += ["-v", f"{source}:{RUNNER_DIR}/{name}:ro"]
+            for name, source in client_dependencies().items():
+                args += ["-v", f"{source}:{RUNNER_DEPS_DIR}/{name}:ro"]
+            args += ["-v", f"{payload}:{payload}:ro"]
+            before = task_env.get("PYTHONPATH")
+            task_env["PYTHONPATH"] = f"{RUNNER_DIR}:{before}" if before else RUNNER_DIR
+            task_env[RUNNER_DEPS_ENV] = RUNNER_DEPS_DIR
+            task_env["PYTHONDONTWRITEBYTECODE"] = "1"
+            self._callables.add(uid)
         env = dict(self._env)
-        for key, value in launch.env.items():
+        for key, value in task_env.items():
             args += ["-e", key]  # the value comes from the CLI's own environment: not on argv
             env[key] = value
         args.append(spec.image)
-        args += list(launch.argv)
+        args += argv
         return args, env
 
     def observe(self, attempt_uid: str, returncode: int) -> ExitFacts:
@@ -168,6 +199,13 @@ class ContainerTaskRuntime:
         limit = self._limits.pop(attempt_uid, 0)
         self._pids.pop(attempt_uid, None)
         facts = ExitFacts()
+        if attempt_uid in self._callables:
+            self._callables.discard(attempt_uid)
+            if returncode == 127:  # the engine could not find the command in the image
+                return ExitFacts(
+                    message="a Python callable needs python3 in its image, and this image has none "
+                    "on its PATH."
+                )
         if returncode < 0:
             # The CLI itself was killed (after the stop grace, or by a fence): the container may
             # still run, and ``--rm`` only removes it once it exits.
@@ -246,6 +284,7 @@ class ContainerTaskRuntime:
 
     def release(self, attempt_uid: str) -> None:
         self._limits.pop(attempt_uid, None)
+        self._callables.discard(attempt_uid)
         self._pids.pop(attempt_uid, None)
         self._run(["rm", "-f", container_name(self.worker_id, attempt_uid)])
 
@@ -343,6 +382,35 @@ class ContainerTaskRuntime:
         except (OSError, subprocess.TimeoutExpired) as exc:
             logger.warning("%s %s failed: %s", self.cli, " ".join(args[:2]), exc)
             return subprocess.CompletedProcess([self.cli, *args], 1, "", str(exc))
+
+
+@functools.cache
+def runner_packages() -> dict[str, str]:
+    """The packages the callable runner imports, by name: the worker's own copies (pure Python; the
+    runner itself needs only the standard library besides them)."""
+    import cloudpickle
+
+    import iris
+
+    return {
+        "iris": os.path.dirname(os.path.abspath(iris.__file__)),
+        "cloudpickle": os.path.dirname(os.path.abspath(cloudpickle.__file__)),
+    }
+
+
+@functools.cache
+def client_dependencies() -> dict[str, str]:
+    """The worker's copies of the Iris client's dependencies, by file or directory name: a task in
+    an image without them can still use the client (same Python minor version as the worker's)."""
+    found: dict[str, str] = {}
+    for module in _CLIENT_DEPENDENCIES:
+        spec = importlib.util.find_spec(module)
+        if spec is None or not spec.origin:
+            continue
+        origin = os.path.abspath(spec.origin)
+        source = os.path.dirname(origin) if spec.submodule_search_locations else origin
+        found[os.path.basename(source)] = source
+    return found
 
 
 def device_nodes(device_env: Mapping[str, str], device_dir: str = "/dev") -> list[str]:

@@ -962,6 +962,8 @@ class SubprocessRuntime:
             with self._lock:
                 if attempt.kill_reason is None:
                     attempt.kill_reason, attempt.kill_message = KillReason.OOM, facts.message
+        elif facts is not None and facts.message and attempt.log is not None:
+            attempt.log.system(facts.message)
         self._exited(attempt, returncode)
 
     def _exited(self, attempt: _Attempt, returncode: int) -> None:

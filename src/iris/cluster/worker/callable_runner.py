@@ -8,7 +8,8 @@ posts what the call returned (its cloudpickle, at most ``MAX_RESULT_BYTES``) or 
 what it raised to the controller, with the task's job token, before it exits: ``Job.result()``
 reads them. A result that cannot be pickled or is too big fails the task; one the controller
 cannot be reached for (after a few tries) is reported in the log, and the task still succeeds.
-Standard library only besides cloudpickle, so it runs in any image with Iris installed.
+Standard library only besides cloudpickle (no pydantic), so it runs in any image with a Python 3:
+the container runtime mounts the iris package and cloudpickle read-only on its ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from iris.rpc.models import MAX_RESULT_BYTES, MAX_TRACEBACK_CHARS
+from iris.rpc.result_limits import MAX_RESULT_BYTES, MAX_TRACEBACK_CHARS
 
 POST_TIMEOUT_S = 60.0
 # Pauses between tries of a result post the controller did not answer (or answered with a 5xx).
@@ -82,6 +83,9 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m iris.cluster.worker.callable_runner PAYLOAD_FILE", file=sys.stderr)
         return 2
+    fallback = os.environ.get("IRIS_RUNNER_FALLBACK_PATH")
+    if fallback:  # in an image: the worker's copies of the client's dependencies, the image's first
+        sys.path.append(fallback)
     import cloudpickle
 
     try:
