@@ -10,12 +10,13 @@ the real kube-apiserver, scheduler, controller-manager and Kueue of the session'
 A fifth, ``real_kubelet``, is the same real components with a real kubelet and containerd as the
 only node (``real_kubelet_plane``; marker ``real_kubelet``; task pods run the local image
 ``iris-test/busybox:1``). Which journeys run there (tests/journeys/test_real_kubelet.py): the job
-model (replicas, retries, gangs that fit one node), logs that outlive the pod, OOM, execution
+model (replicas, retries, a failure without budget), logs that outlive the pod, OOM, execution
 timeout, kill, exec and process status, a pod deleted from outside, image pull failure. They stay
 on node-agent nodes (``real_k8s``) when they need several nodes (constraints and pools across
-workers, preemption and quota stories sized for four nodes, ``test_worker_scheduling``) or a task
-that talks back to the controller (callables, sub-jobs, endpoints, ``distributed``: the pods of the
-real node live in its own network namespace and reach nothing beyond it).
+workers, preemption and quota stories sized for four nodes, ``test_worker_scheduling``) or a pod
+that talks back to the controller (gangs, whose rendezvous init container calls it; callables,
+sub-jobs, endpoints, ``distributed``): the pods of the real node live in its own network namespace
+and reach nothing beyond it.
 
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:

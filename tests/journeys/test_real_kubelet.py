@@ -16,6 +16,7 @@ from tests.journeys import test_job_model as job_model
 from tests.journeys.harness import Journey, substrate_cluster
 
 from iris.client import Entrypoint, JobState, ResourceSpec, TaskState
+from iris.cluster.backends.kubernetes.naming import LABEL_JOB_ID, label_value
 
 pytestmark = pytest.mark.real_kubelet
 SMALL = job_model.SMALL
@@ -32,8 +33,11 @@ def finished(j: Journey, job) -> object:  # noqa: ANN001
     return job_model.finished(j, job)
 
 
-def running(job) -> bool:  # noqa: ANN001
-    return any(t.state is TaskState.RUNNING for t in job.tasks())
+def job_pods(j: Journey, job) -> set[str]:  # noqa: ANN001
+    assert j.kube is not None
+    return {
+        p["metadata"]["name"] for p in j.kube.items("pods", "-l", f"{LABEL_JOB_ID}={label_value(job.job_id)}")
+    }
 
 
 # ----- the job model, unchanged from the other substrates -----------------------------------------
@@ -49,10 +53,6 @@ def test_failure_is_retried_within_budget(j: Journey) -> None:
 
 def test_failure_without_budget_fails_the_job(j: Journey) -> None:
     job_model.test_failure_without_budget_fails_the_job(j)
-
-
-def test_gang_bounces_together_on_a_retryable_failure(j: Journey) -> None:
-    job_model.test_gang_bounces_together_on_a_retryable_failure(j)
 
 
 def test_execution_timeout_fails_without_retry_and_stops_the_process(j: Journey) -> None:
@@ -101,18 +101,15 @@ def test_oom_kill_by_the_memory_cgroup_is_reported_as_oom(j: Journey) -> None:
 
 
 def test_kill_stops_the_container_and_deletes_the_pod(j: Journey) -> None:
-    assert j.kube is not None
-    kube = j.kube
-    before = {p["metadata"]["name"] for p in kube.pods()}
     # The task's shell is the container's PID 1, which ignores an untrapped SIGTERM: trap it, or
     # the kubelet waits the pod's whole grace period before its SIGKILL.
     script = "trap 'exit 143' TERM; echo up; sleep 300 & wait"
     job = j.client.submit(Entrypoint.from_command("sh", "-c", script), name="victim", resources=SMALL)
     j.step(lambda: "up" in job.logs(), what="task running")
-    [pod] = {p["metadata"]["name"] for p in kube.pods()} - before
+    assert len(job_pods(j, job)) == 1
     job.kill()
     j.step(lambda: job.status() is JobState.KILLED, what="job killed")
-    j.step(lambda: pod not in {p["metadata"]["name"] for p in kube.pods()}, timeout=60, what="pod gone")
+    j.step(lambda: not job_pods(j, job), timeout=60, what="pod gone")
 
 
 def test_pod_deleted_from_outside_is_an_infrastructure_failure(j: Journey) -> None:
@@ -121,7 +118,6 @@ def test_pod_deleted_from_outside_is_an_infrastructure_failure(j: Journey) -> No
     (WORKER_FAILED, retried on the preemption budget), never a job failure with exit 143."""
     assert j.kube is not None
     kube = j.kube
-    before = {p["metadata"]["name"] for p in kube.pods()}
     job = j.client.submit(
         Entrypoint.from_command(
             "sh", "-c", "trap 'exit 143' TERM; echo \"attempt $IRIS_ATTEMPT_NUMBER\"; sleep 300 & wait"
@@ -130,7 +126,7 @@ def test_pod_deleted_from_outside_is_an_infrastructure_failure(j: Journey) -> No
         resources=SMALL,
     )
     j.step(lambda: "attempt 0" in job.logs(), what="first attempt running")
-    [pod] = {p["metadata"]["name"] for p in kube.pods()} - before
+    [pod] = job_pods(j, job)
     kube.run("delete", "pod", pod, "--wait=false")
 
     def second_attempt_running() -> bool:
@@ -182,7 +178,8 @@ def test_logs_outlive_the_pod(j: Journey) -> None:
     j.step(all_stored, timeout=30, what="the whole log in the controller's store")
     assert j.kube is not None
     kube = j.kube
-    kube.run("delete", "pods", "-l", "iris.managed=true", "--wait=true")
+    kube.run("delete", "pods", "-l", f"{LABEL_JOB_ID}={label_value(job.job_id)}", "--wait=true")
+    assert not job_pods(j, job)
     env = {**os.environ, "IRIS_CONTROLLER_URL": j.cluster.url}
     done = subprocess.run(
         [*IRIS, "job", "logs", job.job_id, "--tail", "3"],
