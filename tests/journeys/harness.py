@@ -1,9 +1,8 @@
 """A backend-neutral harness for journeys: a real cluster, a client, and invariants after every step.
 
-Three substrates run the same journeys: ``worker`` (controller + worker daemons), ``kubernetes``
-(the KUBERNETES backend against the sandbox: fake API server with Kueue and kubelet simulators)
-and ``real_k8s`` (the KUBERNETES backend against the real kube-apiserver, scheduler,
-controller-manager and Kueue of the session's ``real_control_plane``; marker ``real_k8s``).
+The substrates run the same journeys: ``worker`` (controller + worker daemons) and ``real_k8s``
+(the KUBERNETES backend against the real kube-apiserver, scheduler, controller-manager and Kueue
+of the session's ``real_control_plane``, pods on its node-agent nodes; marker ``real_k8s``).
 
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:
@@ -14,7 +13,6 @@ it waits, so the invariants are checked on every state the cluster passes throug
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import time
@@ -36,16 +34,11 @@ T = TypeVar("T")
 
 
 KUBECTL = "kubectl"
-SUBSTRATES = ("worker", "kubernetes", "real_k8s")
+SUBSTRATES = ("worker", "real_k8s")
 # The real control plane as a parameter (marker real_k8s, session fixture real_control_plane).
-# It joins as soon as the control-plane test package is in the tree.
-REAL_K8S: list[Any] = (
-    [pytest.param("real_k8s", marks=pytest.mark.real_k8s)]
-    if importlib.util.find_spec("iris.testing.control_plane") is not None
-    else []
-)
+REAL_K8S: list[Any] = [pytest.param("real_k8s", marks=pytest.mark.real_k8s)]
 # The one parametrisation of backend-neutral journeys: every substrate, the same assertions.
-SUBSTRATE_PARAMS: list[Any] = ["worker", "kubernetes", *REAL_K8S]
+SUBSTRATE_PARAMS: list[Any] = ["worker", *REAL_K8S]
 
 
 @dataclass
@@ -110,7 +103,7 @@ class Journey:
     client: IrisClient
     cluster: LocalCluster
     backend: str
-    # worker, kubernetes (the sandbox) or real_k8s
+    # worker or real_k8s
     substrate: str = "worker"
     kube: Kube | None = None
     finished_tasks: dict[str, str] = field(default_factory=dict)
@@ -281,10 +274,6 @@ def journey_cluster(
         **k8s_args,
     )
     cluster.start()
-    if substrate == "kubernetes":
-        kube = Kube(
-            Path(str(cluster.ready_info["kubeconfig"])), str(cluster.ready_info.get("namespace", "iris"))
-        )
     client = IrisClient(cluster.url)
     try:
         yield Journey(client=client, cluster=cluster, backend=backend, substrate=substrate, kube=kube)
