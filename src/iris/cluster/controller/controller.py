@@ -15,7 +15,6 @@ reconcile and worker health for WORKER; Pod reconciliation for KUBERNETES.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import secrets
 import sqlite3
@@ -77,6 +76,7 @@ from iris.cluster.controller.scheduler.gates import admission_refusal
 from iris.cluster.controller.scheduler.queue import PassScope, PendingQueue
 from iris.cluster.controller.secrets import KEY_FILE, SecretStore, load_or_create_secret_key
 from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker, fence_after
+from iris.cluster.runtime.attempt_env import gang_port
 from iris.cluster.types import JobName
 from iris.rpc.enums import (
     ACTIVE_TASK_STATES,
@@ -1246,20 +1246,11 @@ def _asked(group: DesiredGroup, report: GroupReport) -> dict[str, AttemptObserva
     return {o.attempt_uid: o for o in report.observations or () if o.attempt_uid in asked}
 
 
-# The coordinator port of a gang is chosen here, below Linux's ephemeral range (32768-60999, where
-# workers' own --port allocations come from), per job and gang generation: a retried gang gets a
-# new one.
-GANG_PORT_BASE = 20000
-GANG_PORT_SPAN = 10000
-
-
 def gang_coordinator(leader_address: str, job_id: str, generation: int) -> str:
     """``host:port`` of a gang's coordinator: task 0's worker host, a port derived from the gang."""
     address = leader_address.split("://", 1)[-1].split("/", 1)[0]
     host = address.rpartition(":")[0] or address
-    digest = hashlib.sha256(f"{job_id}#{generation}".encode()).digest()
-    port = GANG_PORT_BASE + int.from_bytes(digest[:4], "big") % GANG_PORT_SPAN
-    return f"{host}:{port}"
+    return f"{host}:{gang_port(job_id, generation)}"
 
 
 def inherit_from_parent(child: JobSpec, parent: JobSpec) -> JobSpec:
