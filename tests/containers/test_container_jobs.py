@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -41,8 +42,9 @@ def workdir(tmp_path: Path) -> Path:
     return d
 
 
-def _managed_containers(client: IrisClient) -> list[str]:
-    workers = {w.worker_id for w in client.workers().workers}
+def _managed_containers(client: IrisClient, workers: Sequence[str] = ()) -> list[str]:
+    """The containers of the cluster's workers (``workers``: of these)."""
+    workers = set(workers) or {w.worker_id for w in client.workers().workers}
     listed = subprocess.run(
         [
             engines.docker_cli(),
@@ -145,7 +147,7 @@ def test_a_killed_container_job_leaves_no_container(
     assert os.environ["DOCKER_HOST"].startswith("unix://")
 
 
-def test_a_worker_killed_and_restarted_removes_its_leftover_container(
+def test_a_worker_killed_with_kill_9_leaves_no_container(
     cluster: LocalCluster, client: IrisClient, workdir: Path
 ) -> None:
     result = run_iris(
@@ -156,12 +158,16 @@ def test_a_worker_killed_and_restarted_removes_its_leftover_container(
     job = client.job(json.loads(result.stdout)["job_id"])
     [running] = wait_until(lambda: _managed_containers(client), timeout=60, what="the container running")
     worker = cluster.workers[0]
-    worker.proc.kill()  # kill -9: its watchdog kills the docker CLI, the container runs on
+    # kill -9: its watchdog kills the attempt (the CLI, and the container's init, found by its
+    # IRIS_ATTEMPT_UID environment), so the engine removes the container (--rm)
+    worker.proc.kill()
     worker.proc.wait()
-    cluster.restart_worker(worker.name)
     wait_until(
-        lambda: running not in _managed_containers(client), timeout=60, what="the leftover container removed"
+        lambda: running not in _managed_containers(client, [worker.name]),
+        timeout=60,
+        what="the dead worker's container removed",
     )
+    cluster.restart_worker(worker.name)
     job.kill()
     wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
 
@@ -231,3 +237,29 @@ def test_a_callable_in_an_image_without_python_says_so(client: IrisClient) -> No
     wait_until(lambda: job.detail().state.value == "FAILED", timeout=90, what="the job failed")
     log = "\n".join(line.line for line in job.log_lines())
     assert "needs python3 in its image" in log, log
+
+
+def test_a_fenced_worker_leaves_no_container_running(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    result = run_iris(
+        cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", BUSYBOX_IMAGE,
+        "--max-preemptions", "0", "--", "sleep", "600",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = client.job(json.loads(result.stdout)["job_id"])
+    worker = cluster.workers[0]
+    [running] = wait_until(lambda: _managed_containers(client), timeout=60, what="the container running")
+    # It cannot reconcile: its watchdog fences it, killing the container's processes with the CLI.
+    os.kill(worker.proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(
+            lambda: running not in _managed_containers(client, [worker.name]),
+            timeout=60,
+            what="the stopped worker's container removed",
+        )
+    finally:
+        os.kill(worker.proc.pid, signal.SIGCONT)
+    wait_until(lambda: job.detail().state.value != "RUNNING", timeout=60, what="the fenced attempt ended")
+    job.kill()
+    wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")

@@ -156,7 +156,7 @@ def test_job_tree_links_parent_and_sub_jobs(page, seeded: SeededCluster) -> None
     assert parent in page.locator(".summary").inner_text()
 
 
-def test_copy_cli_equivalent_resubmits_the_same_job(browser, seeded: SeededCluster) -> None:
+def test_copy_cli_equivalent_resubmits_the_same_job(browser, seeded: SeededCluster, tmp_path) -> None:
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=seeded.url)
     page = context.new_page()
@@ -178,7 +178,7 @@ def test_copy_cli_equivalent_resubmits_the_same_job(browser, seeded: SeededClust
     env = {**os.environ, "IRIS_CONTROLLER_URL": seeded.url, "USER": "frank", "LOGNAME": "frank"}
     cmd = [sys.executable, "-m", "iris.cli.main", *argv[1:3], "--no-wait", "--json", *argv[3:]]
     cmd[cmd.index("--name") + 1] = "broken-again"
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     original = seeded.client.job(broken).detail().spec
     again_id = re.search(r'"job_id":\s*"([^"]+)"', out.stdout).group(1)  # type: ignore[union-attr]

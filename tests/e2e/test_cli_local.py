@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,23 +13,29 @@ IRIS = [sys.executable, "-m", "iris.cli.main"]
 
 
 def run_iris(
-    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*IRIS, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+        [*IRIS, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
     )
 
 
-def test_job_run_local_echo_hello() -> None:
-    result = run_iris("job", "run", "--local", "--", "echo", "hello")
+# The tests run from an empty directory: the repository is a uv project, whose lock a job would sync.
+def test_job_run_local_echo_hello(tmp_path: Path) -> None:
+    result = run_iris("job", "run", "--local", "--", "echo", "hello", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["hello"]
     # The embedded cluster stops with the job: no dashboard link that would be dead at once.
     assert "dashboard:" not in result.stderr
 
 
-def test_job_run_local_exit_code_is_the_jobs() -> None:
-    result = run_iris("job", "run", "--local", "--", "sh", "-c", "echo about to fail; exit 3")
+def test_job_run_local_exit_code_is_the_jobs(tmp_path: Path) -> None:
+    result = run_iris("job", "run", "--local", "--", "sh", "-c", "echo about to fail; exit 3", cwd=tmp_path)
     assert result.returncode == 3, result.stderr
     assert "about to fail" in result.stdout
     assert "FAILED" in result.stderr

@@ -21,14 +21,19 @@ IRIS = [sys.executable, "-m", "iris.cli.main"]
 
 
 class K8sCluster:
-    def __init__(self, sandbox: Sandbox, url: str) -> None:
+    def __init__(self, sandbox: Sandbox, url: str, workdir: Path) -> None:
         self.sandbox = sandbox
         self.url = url
+        # An empty directory to run the CLI from: the repository (a uv project) would make every
+        # job sync Iris's own lock in its pod.
+        self.workdir = workdir
         self.client = IrisClient(url)
         self.env = {**os.environ, "IRIS_CONTROLLER_URL": url}
 
     def iris(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*IRIS, *args], capture_output=True, text=True, env=self.env, timeout=120)
+        return subprocess.run(
+            [*IRIS, *args], capture_output=True, text=True, env=self.env, timeout=120, cwd=self.workdir
+        )
 
     def kubectl_pods(self, selector: str = "iris.managed=true") -> list[dict]:
         out = subprocess.run(
@@ -47,7 +52,8 @@ def k8s(tmp_path_factory: pytest.TempPathFactory) -> Iterator[K8sCluster]:
                 "--port", str(port), "--state-dir", str(root / "controller"), "--tick", "0.5"]  # fmt: skip
         log = (root / "controller.log").open("ab")
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        cluster = K8sCluster(sandbox, f"http://127.0.0.1:{port}")
+        (root / "workdir").mkdir()
+        cluster = K8sCluster(sandbox, f"http://127.0.0.1:{port}", root / "workdir")
 
         def up() -> bool:
             try:

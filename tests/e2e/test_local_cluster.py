@@ -59,14 +59,17 @@ def cluster(tmp_path: Path):
         yield lc
 
 
-def test_cli_against_a_running_cluster(cluster: LocalCluster) -> None:
+def test_cli_against_a_running_cluster(cluster: LocalCluster, tmp_path: Path) -> None:
     env = {**os.environ, "IRIS_CONTROLLER_URL": cluster.url}
+    workdir = tmp_path / "workdir"  # not the repository: a uv project would sync its lock first
+    workdir.mkdir()
     run = subprocess.run(
         [*IRIS, "job", "run", "--name", "hi", "--", "echo", "hi there"],
         capture_output=True,
         text=True,
         env=env,
         timeout=60,
+        cwd=workdir,
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "hi there"

@@ -1,9 +1,11 @@
 """A backend-neutral harness for journeys: a real cluster, a client, and invariants after every step.
 
-Three substrates run the same journeys: ``worker`` (controller + worker daemons), ``kubernetes``
-(the KUBERNETES backend against the sandbox: fake API server with Kueue and kubelet simulators)
-and ``real_k8s`` (the KUBERNETES backend against the real kube-apiserver, scheduler,
-controller-manager and Kueue of the session's ``real_control_plane``; marker ``real_k8s``).
+Four substrates run the same journeys: ``worker`` (controller + worker daemons), ``container``
+(the same, with ``defaults.task_image`` set: every task runs in the ``iris-test/python:3.11`` image
+on the session's ``container_engine``), ``kubernetes`` (the KUBERNETES backend against the sandbox:
+fake API server with Kueue and kubelet simulators) and ``real_k8s`` (the KUBERNETES backend against
+the real kube-apiserver, scheduler, controller-manager and Kueue of the session's
+``real_control_plane``; marker ``real_k8s``).
 
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:
@@ -17,6 +19,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,12 +35,19 @@ from iris.client import CoschedulingConfig, Entrypoint, IrisClient, LocalCluster
 from iris.rpc.enums import ACTIVE_TASK_STATES, TERMINAL_JOB_STATES, TERMINAL_TASK_STATES
 from iris.rpc.errors import NotImplementedForBackend
 from iris.rpc.models import JobDetail
+from iris.testing import container_engine as engines
+from iris.testing.images import PYTHON_IMAGE
 
 T = TypeVar("T")
 
 
 KUBECTL = "kubectl"
-SUBSTRATES = ("worker", "kubernetes", "real_k8s")
+SUBSTRATES = ("worker", "container", "kubernetes", "real_k8s")
+# Every task of the ``container`` substrate runs in this image (the cluster's defaults.task_image);
+# its Python is the one journeys' commands call (``j.python``).
+CONTAINER_IMAGE = PYTHON_IMAGE
+# The container substrate, where dockerd is installed (.ci/run installs it).
+CONTAINER: list[Any] = ["container"] if engines.available() else []
 # The real control plane as a parameter (marker real_k8s, session fixture real_control_plane).
 # It joins as soon as the control-plane test package is in the tree.
 REAL_K8S: list[Any] = (
@@ -46,6 +57,8 @@ REAL_K8S: list[Any] = (
 )
 # The one parametrisation of backend-neutral journeys: every substrate, the same assertions.
 SUBSTRATE_PARAMS: list[Any] = ["worker", "kubernetes", *REAL_K8S]
+# ... and the same on containers: for the journeys whose paths differ in an image (job model, logs).
+WITH_CONTAINERS: list[Any] = [*SUBSTRATE_PARAMS, *CONTAINER]
 
 
 @dataclass
@@ -110,12 +123,17 @@ class Journey:
     client: IrisClient
     cluster: LocalCluster
     backend: str
-    # worker, kubernetes (the sandbox) or real_k8s
+    # worker, container (worker daemons, every task in an image), kubernetes (the sandbox) or real_k8s
     substrate: str = "worker"
     kube: Kube | None = None
     finished_tasks: dict[str, str] = field(default_factory=dict)
     finished_jobs: dict[str, str] = field(default_factory=dict)
     checks: int = 0
+
+    @property
+    def python(self) -> str:
+        """The Python a task's command calls: the image's in containers, else the test's own."""
+        return "python3" if self.substrate == "container" else sys.executable
 
     def check_invariants(self) -> None:
         jobs = self.client.list_jobs(limit=1000).jobs
@@ -241,6 +259,8 @@ def substrate_cluster(request: pytest.FixtureRequest, **kwargs: Any) -> Iterator
     """``journey_cluster`` for a fixture parametrised by ``SUBSTRATE_PARAMS``."""
     substrate = str(request.param)
     control_plane = request.getfixturevalue("real_control_plane") if substrate == "real_k8s" else None
+    if substrate == "container":
+        request.getfixturevalue("container_engine")  # the engine up, the images loaded
     with journey_cluster(substrate, control_plane=control_plane, **kwargs) as journey:
         yield journey
 
@@ -258,14 +278,24 @@ def journey_cluster(
     namespace is cleared of Iris pods before and after, so modules do not see each other's)."""
     if substrate not in SUBSTRATES:
         raise ValueError(f"unknown substrate {substrate!r}")
-    backend = "worker" if substrate == "worker" else "kubernetes"
+    backend = "worker" if substrate in ("worker", "container") else "kubernetes"
     kube: Kube | None = None
-    k8s_args: dict[str, Any] = {}
+    cluster_args: dict[str, Any] = {}
+    config_dir = None
+    if substrate == "container":
+        config_dir = tempfile.TemporaryDirectory(prefix="iris-journey-")
+        config = Path(config_dir.name) / "cluster.yaml"
+        # A config's timings win over the command line's: the same as the other substrates'.
+        config.write_text(
+            f"defaults: {{task_image: {CONTAINER_IMAGE},"
+            " worker: {reconcile_interval_s: 0.5, unreachable_grace_s: 8.0}}\n"
+        )
+        cluster_args = {"controller_args": ["--config", str(config)]}
     if substrate == "real_k8s":
         kube = Kube(Path(control_plane.admin_kubeconfig), control_plane.namespace)
         kube.clear()
         # The controller runs with its ServiceAccount's token: our RBAC meets the real authorizer.
-        k8s_args = {
+        cluster_args = {
             "kubeconfig": control_plane.controller_kubeconfig,
             "namespace": control_plane.namespace,
             "local_queue": control_plane.local_queue,
@@ -278,9 +308,14 @@ def journey_cluster(
         worker_attributes=attributes,
         tick_s=0.5,
         worker_grace_s=8.0,  # fence after 4 s: a loaded machine may miss a round or two
-        **k8s_args,
+        **cluster_args,
     )
-    cluster.start()
+    try:
+        cluster.start()
+    except BaseException:
+        if config_dir is not None:
+            config_dir.cleanup()
+        raise
     if substrate == "kubernetes":
         kube = Kube(
             Path(str(cluster.ready_info["kubeconfig"])), str(cluster.ready_info.get("namespace", "iris"))
@@ -293,3 +328,5 @@ def journey_cluster(
         cluster.stop()
         if substrate == "real_k8s" and kube is not None:
             kube.clear()
+        if config_dir is not None:
+            config_dir.cleanup()

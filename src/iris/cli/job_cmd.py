@@ -297,6 +297,19 @@ def _parse_env(values: Sequence[str]) -> dict[str, str]:
     "paths are refused (ship local code in the workspace). --pip -r FILE takes the requirements of a "
     "file in the workspace (requirements only, -r nests; installer options are refused).",
 )
+@click.option(
+    "--no-sync",
+    is_flag=True,
+    help="Do not run in the project environment. By default, when the workspace has pyproject.toml and "
+    "uv.lock, tasks run in `uv sync --frozen` of it, built once per lock, Python and extras on each worker.",
+)
+@click.option(
+    "--extra",
+    "extras",
+    multiple=True,
+    metavar="NAME",
+    help="Sync the project's optional dependencies NAME too (repeatable; as uv sync --extra).",
+)
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.pass_context
 def job_run(
@@ -336,6 +349,8 @@ def job_run(
     image: str | None,
     image_pull_policy: str,
     pip_packages: Sequence[str],
+    no_sync: bool,
+    extras: Sequence[str],
     command: Sequence[str],
 ) -> None:
     """Run COMMAND as a job, stream its output and exit with its exit code.
@@ -353,6 +368,7 @@ def job_run(
       iris job run --image iris-test/python:3.11 -- python3 train.py
     """
     from iris.client import CoschedulingConfig, Entrypoint, EnvironmentSpec, ResourceSpec
+    from iris.client.workspace import project_environment
     from iris.cluster.types import JobName
 
     obj: Ctx = ctx.obj
@@ -408,10 +424,19 @@ def job_run(
         raise click.BadParameter(str(exc), param_hint="--pip") from None
     if not command:
         raise click.UsageError("give the command to run after --, e.g. iris job run -- python train.py")
-    if pip_packages:
-        submit_kwargs["environment"] = EnvironmentSpec(pip_packages=list(pip_packages))
-    request = ClusterRequest(zone=zone, region=region, tpu=tpu, replicas_given=replicas_given)
     workspace = None if no_workspace else Path.cwd()
+    environment = EnvironmentSpec(pip_packages=list(pip_packages)) if pip_packages else None
+    try:
+        environment = project_environment(
+            environment, workspace, sync=False if no_sync or workspace is None else None, extras=extras
+        )
+    except (IrisError, ValidationError) as exc:
+        raise click.BadParameter(
+            validation_sentence(exc) if isinstance(exc, ValidationError) else str(exc), param_hint="--extra"
+        ) from None
+    if environment is not None:
+        submit_kwargs["environment"] = environment
+    request = ClusterRequest(zone=zone, region=region, tpu=tpu, replicas_given=replicas_given)
     entrypoint = Entrypoint.from_command(*command)
     if not dry_run:
         _say_stdin_is_not_passed()

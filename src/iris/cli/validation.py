@@ -18,6 +18,7 @@ FLAG_OF_FIELD = {
     "env": "--env",
     "env_vars": "--env",
     "pip_packages": "--pip",
+    "extras": "--extra",
     "constraints": "--constraint",
     "preferences": "--prefer",
     "group_by": "--group-by",

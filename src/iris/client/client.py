@@ -162,6 +162,8 @@ class IrisClient:
         secrets: Sequence[SecretRef | str] = (),
         workspace: str | Path | bool | None = None,
         bundle_id: str | None = None,
+        sync: bool | None = None,
+        extras: Sequence[str] = (),
     ) -> Job:
         """Submit a job; returns a handle to wait on, read logs from, or kill.
 
@@ -181,13 +183,25 @@ class IrisClient:
 
         ``image`` runs each task in that container image (the workspace is its working dir);
         ``image_pull_policy`` is ``if-not-present`` (default), ``always`` or ``never``.
+
+        A workspace holding ``pyproject.toml`` and ``uv.lock`` is a uv project: its tasks run in
+        ``uv sync --frozen`` of it (built once per lock, Python and extras on each worker), with
+        the optional dependencies ``extras``; ``sync=False`` opts out, ``sync=True`` insists.
         """
-        options = {k: v for k, v in locals().items() if k not in ("self", "workspace", "bundle_id")}
+        options = {
+            k: v for k, v in locals().items() if k not in ("self", "workspace", "bundle_id", "sync", "extras")
+        }
+        from iris.client.workspace import project_environment
+
         spec = self.build_spec(**options)
         if workspace is None and bundle_id is None and spec.parent_job_id is None:
             workspace = DEFAULT_WORKSPACE
+        directory = None
         if workspace is not None and workspace is not False:
-            bundle, _uploaded = self.upload_workspace(Path.cwd() if workspace is True else Path(workspace))
+            directory = Path.cwd() if workspace is True else Path(workspace)
+        spec.environment = project_environment(spec.environment, directory, sync=sync, extras=extras)
+        if directory is not None:
+            bundle, _uploaded = self.upload_workspace(directory)
             bundle_id = bundle.bundle_id
         if bundle_id is not None:
             spec.bundle_id = bundle_id

@@ -25,6 +25,7 @@ from pathlib import Path
 import httpx
 
 from iris.rpc.errors import InvalidArgument, Unavailable, error_from_body
+from iris.rpc.models import EnvironmentSpec
 
 DEFAULT_MAX_BUNDLE_BYTES = 50 * 1000**2
 MAX_BUNDLE_BYTES_ENV = "IRIS_MAX_BUNDLE_BYTES"
@@ -256,6 +257,47 @@ def _human(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+# A workspace with both is a uv project: its tasks run in ``uv sync --frozen`` of it by default.
+PROJECT_FILES = ("pyproject.toml", "uv.lock")
+
+
+def has_project(root: str | Path) -> bool:
+    """Whether ``root`` holds a ``pyproject.toml`` and a ``uv.lock``."""
+    return all((Path(root) / name).is_file() for name in PROJECT_FILES)
+
+
+def project_environment(
+    environment: EnvironmentSpec | None,
+    workspace: str | Path | None,
+    *,
+    sync: bool | None = None,
+    extras: Sequence[str] = (),
+) -> EnvironmentSpec | None:
+    """``environment`` with the project environment asked for when the workspace is a uv project
+    (``sync=None``: by default; ``sync=False`` opts out; ``sync=True`` requires one), with ``extras``."""
+    if environment is not None and environment.project:
+        return environment  # asked for explicitly
+    found = has_project(workspace) if workspace is not None else sync is True  # a bundle: the worker checks
+    if sync is True and not found:
+        raise InvalidArgument(
+            f"the project environment needs a pyproject.toml and a uv.lock in the workspace, and {workspace} "
+            "has not both (run `uv lock` there first)"
+        )
+    if sync is False or not found:
+        if extras:
+            why = (
+                "sync is off"
+                if sync is False
+                else f"no pyproject.toml + uv.lock in {workspace or 'a workspace'}"
+            )
+            raise InvalidArgument(
+                f"extras are optional dependencies of the project environment, and this job has none ({why})"
+            )
+        return environment
+    fields = environment.model_dump() if environment is not None else {}
+    return EnvironmentSpec.model_validate({**fields, "project": True, "extras": list(extras)})
 
 
 def build_bundle(root: str | Path, *, max_bytes: int | None = None) -> Bundle:

@@ -13,7 +13,7 @@ import sys
 import sysconfig
 import types
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -253,9 +253,23 @@ def is_local_requirement(text: str) -> bool:
     return text.startswith((".", "~")) or "/" in text or "\\" in text or text.lower().endswith(_ARCHIVES)
 
 
+_EXTRA_NAME = r"^[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?$"
+
+
 class EnvironmentSpec(WireModel):
     pip_packages: list[str] = Field(default_factory=list, max_length=MAX_PIP_PACKAGES)
     env_vars: dict[str, str] = Field(default_factory=dict)
+    # The project environment: ``uv sync --frozen`` of the workspace's pyproject.toml + uv.lock
+    # (the bundle must hold both), with these optional-dependency groups; built once per lock,
+    # Python and extras on each machine. The pip packages, if any, are installed on top.
+    project: bool = False
+    extras: list[Annotated[str, Field(pattern=_EXTRA_NAME)]] = Field(default_factory=list, max_length=64)
+
+    @model_validator(mode="after")
+    def _extras_need_project(self) -> EnvironmentSpec:
+        if self.extras and not self.project:
+            raise ValueError("extras select parts of the project environment: they need project=True")
+        return self
 
     @field_validator("pip_packages")
     @classmethod
@@ -372,7 +386,10 @@ class AttemptStatus(WireModel):
 # The exit code of a task stopped at its execution timeout, as timeout(1) and Slurm's TIMEOUT use.
 TIMEOUT_EXIT_CODE = 124
 # Failure kinds the CLI and dashboard show beside a failed job's state, e.g. ``FAILED (TIMEOUT)``.
-SHOWN_FAILURE_KINDS = frozenset({"timeout", "oom", "disk"})
+SHOWN_FAILURE_KINDS = frozenset({"timeout", "oom", "disk", "environment"})
+# Runtimes start the error of an attempt whose environment (pip packages, ``uv sync`` of the
+# project) could not be built with this: the controller's failure kind "environment".
+ENVIRONMENT_ERROR_PREFIX = "environment: "
 
 
 class FailureInfo(WireModel):
@@ -391,6 +408,7 @@ class FailureInfo(WireModel):
         "start_failed",
         "image",
         "disk",
+        "environment",
     ]
     summary: str
     exit_code: int | None = None

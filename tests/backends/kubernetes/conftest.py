@@ -1,7 +1,7 @@
 """Shared helpers for the Kubernetes backend tests.
 
 The suite runs with ``--import-mode=importlib``, which does not put test folders on
-``sys.path``; this folder's helper modules (``k8s_pod_factory``, ``k8s_sandbox_helpers``)
+``sys.path``; this folder's helper modules (``k8s_pod_factory``, ``k8s_backend_helpers``)
 are made importable here.
 """
 

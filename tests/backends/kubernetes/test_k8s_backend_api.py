@@ -1,7 +1,10 @@
-"""KubernetesBackend over real HTTP against the fake API server, the test playing kubelet.
+"""KubernetesBackend at its own seam: an in-memory fake of ``KubeApi`` (fake_kube_api.py), the
+test playing kube-scheduler, the kubelet and Kueue.
 
-Nothing but the API server runs here, so every state change in the store is either the
-backend's write or the test's: that makes "no writes" exactly checkable.
+Nothing else writes to the fake, so every write it records is the backend's: "no writes" is
+exactly checkable. What the real API server, scheduler, Kueue and garbage collector do with
+those calls is tested against the real control plane (tests/journeys, tests/real_k8s and the
+``real_k8s`` cases of test_k8s_attempt_secret.py and test_k8s_queue_refusals.py).
 """
 
 from __future__ import annotations
@@ -10,37 +13,42 @@ import base64
 import json
 import threading
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from k8s_sandbox_helpers import FakeCluster, fake_cluster, run, run_spec, stop, wait_for
+from fake_kube_api import FakeKubeApi, utc_timestamp
+from k8s_backend_helpers import run, run_spec, stop, wait_for
 
 from iris.cluster.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
+from iris.cluster.backends.kubernetes.api import ExecResult, KubeApiError
 from iris.cluster.backends.kubernetes.naming import pod_name
 from iris.cluster.controller.backend import TaskTarget
+from iris.cluster.controller.failure import IMAGE_ERROR_PREFIX
 from iris.rpc.enums import PriorityBand, TaskState
 from iris.rpc.errors import InvalidArgument, NotFound, Unavailable
-from iris.testing.fake_apiserver import PODS, SECRETS, utc_timestamp
+from iris.rpc.models import CoschedulingConfig
 
 UID_A, UID_B = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
+NAME_A = pod_name("/alice/train/0", UID_A)
 
 
 @pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[FakeCluster]:
-    with fake_cluster(tmp_path) as c:
-        yield c
+def api() -> FakeKubeApi:
+    return FakeKubeApi()
 
 
-def make_backend(cluster: FakeCluster, backend_id: str = "k8s-test", **config: object) -> KubernetesBackend:
-    settings = {"kubeconfig": str(cluster.kubeconfig), "namespace": "iris", **config}
+def make_backend(api: FakeKubeApi, backend_id: str = "k8s-test", **config: object) -> KubernetesBackend:
+    settings = {"kubeconfig": "/nonexistent/kubeconfig", "namespace": "iris", **config}
     return KubernetesBackend(
-        KubernetesBackendConfig(**settings), controller_url="http://controller:10000", backend_id=backend_id
+        KubernetesBackendConfig(**settings),
+        controller_url="http://controller:10000",
+        backend_id=backend_id,
+        api_factory=api.factory,
     )
 
 
 @pytest.fixture
-def backend(cluster: FakeCluster) -> Iterator[KubernetesBackend]:
-    b = make_backend(cluster)
+def backend(api: FakeKubeApi) -> Iterator[KubernetesBackend]:
+    b = make_backend(api)
     yield b
     b.close()
 
@@ -61,43 +69,40 @@ def running_status(start: str | None = None) -> dict:
 
 
 def test_reconcile_creates_labelled_pods_and_answers_each_attempt(
-    cluster: FakeCluster, backend: KubernetesBackend
+    api: FakeKubeApi, backend: KubernetesBackend
 ) -> None:
     spec = run_spec(UID_A, task="/alice/train/0", priority=PriorityBand.BATCH)
     observations = backend.reconcile([run(UID_A, spec), run(UID_B, run_spec(UID_B, task="/alice/train/1"))])
     assert [o.attempt_uid for o in observations] == [UID_A, UID_B]
     assert all(o.state is TaskState.ASSIGNED for o in observations)
-    pod = cluster.pod(pod_name("/alice/train/0", UID_A))
-    assert pod is not None
+    pod = api.pods[NAME_A]
     labels = pod["metadata"]["labels"]
     assert labels["iris.managed"] == "true" and labels["iris.backend_id"] == "k8s-test"
     assert labels["iris.attempt_uid"] == UID_A and labels["iris.job_id"] == "alice.train"
     assert labels["kueue.x-k8s.io/queue-name"] == "iris"
     assert labels["kueue.x-k8s.io/priority-class"] == "iris-batch"
-    # the API server's priority admission resolved the band's PriorityClass from the manifests
-    assert pod["spec"]["priorityClassName"] == "iris-batch" and pod["spec"]["priority"] == 10
+    assert pod["spec"]["priorityClassName"] == "iris-batch"
     assert pod["metadata"]["annotations"]["iris.task_id"] == "/alice/train/0"
-    assert len(cluster.pods()) == 2
+    assert len(api.pods) == 2
 
 
-def test_second_reconcile_writes_nothing(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+def test_second_reconcile_writes_nothing(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     desired = [run(UID_A, run_spec(UID_A))]
     backend.reconcile(desired)
-    version = cluster.server.store.resource_version
+    writes = list(api.writes)
     again = backend.reconcile(desired)  # the spec is still sent: the attempt was never seen past ASSIGNED
     assert again[0].state is TaskState.ASSIGNED
     backend.reconcile([run(UID_A)])
-    assert cluster.server.store.resource_version == version
+    assert api.writes == writes
 
 
-def test_states_follow_the_pod(cluster: FakeCluster, backend: KubernetesBackend) -> None:
-    name = pod_name("/alice/train/0", UID_A)
+def test_states_follow_the_pod(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     backend.reconcile([run(UID_A, run_spec(UID_A))])
-    cluster.set_status(name, running_status("2024-01-01T00:00:00Z"), node="node-1")
+    api.set_status(NAME_A, running_status("2024-01-01T00:00:00Z"), node="node-1")
     [obs] = backend.reconcile([run(UID_A)])
     assert obs.state is TaskState.RUNNING and obs.started_at == 1704067200.0
-    cluster.set_status(
-        name,
+    api.set_status(
+        NAME_A,
         {
             "phase": "Failed",
             "containerStatuses": [
@@ -122,70 +127,61 @@ def test_states_follow_the_pod(cluster: FakeCluster, backend: KubernetesBackend)
     assert obs.finished_at == 1704067260.0
 
 
-def test_stop_deletes_and_reports_released_once_gone(
-    cluster: FakeCluster, backend: KubernetesBackend
-) -> None:
-    name = pod_name("/alice/train/0", UID_A)
+def test_stop_deletes_and_reports_released_once_gone(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     backend.reconcile([run(UID_A, run_spec(UID_A))])
-    cluster.set_status(name, running_status(), node="node-1")
+    api.set_status(NAME_A, running_status(), node="node-1")
     [obs] = backend.reconcile([stop(UID_A)])
     assert obs.state is TaskState.KILLED and not obs.runtime_released
-    pod = cluster.pod(name)
-    assert pod is not None and pod["metadata"]["deletionTimestamp"]  # graceful: the kubelet has to confirm
-    version = cluster.server.store.resource_version
+    assert api.pods[NAME_A]["metadata"]["deletionTimestamp"]  # graceful: the kubelet has to confirm
+    writes = list(api.writes)
     [obs] = backend.reconcile([stop(UID_A)])
     assert not obs.runtime_released
-    assert cluster.server.store.resource_version == version  # no second delete
-    cluster.finish_deletion(name)
+    assert api.writes == writes  # no second delete
+    api.finish_deletion(NAME_A)
     [obs] = backend.reconcile([stop(UID_A)])
     assert obs.state is TaskState.KILLED and obs.runtime_released
 
 
-def test_strays_are_deleted_and_finished_strays_kept_for_their_logs(
-    cluster: FakeCluster, tmp_path: Path
-) -> None:
-    backend = make_backend(cluster, terminal_pod_retention_s=3600)
-    other = make_backend(cluster, backend_id="someone-else")
+def test_strays_are_deleted_and_finished_strays_kept_for_their_logs(api: FakeKubeApi) -> None:
+    backend = make_backend(api, terminal_pod_retention_s=3600)
+    other = make_backend(api, backend_id="someone-else")
     try:
-        live, done = pod_name("/alice/train/0", UID_A), pod_name("/alice/train/1", UID_B)
+        done = pod_name("/alice/train/1", UID_B)
         backend.reconcile([run(UID_A, run_spec(UID_A)), run(UID_B, run_spec(UID_B, task="/alice/train/1"))])
         other.reconcile([run("cccccccccccccccc", run_spec("cccccccccccccccc", task="/bob/x/0"))])
-        cluster.set_status(done, {"phase": "Succeeded"})
+        api.set_status(done, {"phase": "Succeeded"})
         # a restarted controller no longer wants either attempt
         assert backend.reconcile([]) == []
-        assert cluster.pod(live) is None  # unbound pods go at once
-        assert cluster.pod(done) is not None  # kept: its logs stay readable
-        assert cluster.pod(pod_name("/bob/x/0", "cccccccccccccccc")) is not None  # not ours
+        assert NAME_A not in api.pods  # unbound pods go at once
+        assert done in api.pods  # kept: its logs stay readable
+        assert pod_name("/bob/x/0", "cccccccccccccccc") in api.pods  # not ours
     finally:
         backend.close()
         other.close()
 
 
-def test_expired_finished_strays_are_deleted(cluster: FakeCluster) -> None:
-    backend = make_backend(cluster, terminal_pod_retention_s=0)
+def test_expired_finished_strays_are_deleted(api: FakeKubeApi) -> None:
+    backend = make_backend(api, terminal_pod_retention_s=0)
     try:
-        name = pod_name("/alice/train/0", UID_A)
         backend.reconcile([run(UID_A, run_spec(UID_A))])
-        cluster.set_status(name, {"phase": "Succeeded"})
+        api.set_status(NAME_A, {"phase": "Succeeded"})
         backend.reconcile([])
-        assert cluster.pod(name) is None
+        assert NAME_A not in api.pods
     finally:
         backend.close()
 
 
-def test_keep_for_a_vanished_pod_is_missing(cluster: FakeCluster, backend: KubernetesBackend) -> None:
-    name = pod_name("/alice/train/0", UID_A)
+def test_keep_for_a_vanished_pod_is_missing(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     backend.reconcile([run(UID_A, run_spec(UID_A))])
-    cluster.server.store.delete(PODS, "iris", name)
+    api.remove_pod(NAME_A)
     [obs] = backend.reconcile([run(UID_A)])
     assert obs.state is TaskState.MISSING
 
 
-def test_evicted_pod_is_worker_failed(cluster: FakeCluster, backend: KubernetesBackend) -> None:
-    name = pod_name("/alice/train/0", UID_A)
+def test_evicted_pod_is_worker_failed(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     backend.reconcile([run(UID_A, run_spec(UID_A))])
-    cluster.set_status(
-        name,
+    api.set_status(
+        NAME_A,
         {
             "phase": "Failed",
             "reason": "Evicted",
@@ -206,54 +202,61 @@ def test_evicted_pod_is_worker_failed(cluster: FakeCluster, backend: KubernetesB
     assert "TerminationByKubelet" in (obs.error or "")
 
 
-def test_pagination_sees_every_pod(cluster: FakeCluster) -> None:
-    backend = make_backend(cluster, list_page_size=2)
-    try:
-        uids = [f"{i:016x}" for i in range(7)]
-        desired = [run(u, run_spec(u, task=f"/alice/train/{i}")) for i, u in enumerate(uids)]
-        backend.reconcile(desired)
-        version = cluster.server.store.resource_version
-        observations = backend.reconcile([run(u) for u in uids])
-        assert [o.state for o in observations] == [TaskState.ASSIGNED] * 7
-        assert cluster.server.store.resource_version == version
-    finally:
-        backend.close()
+def test_preempted_while_terminating_is_preempted_not_yet_released(
+    api: FakeKubeApi, backend: KubernetesBackend
+) -> None:
+    """Kueue evicts: DisruptionTarget on the pod, which lingers through its grace period."""
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    status = running_status()
+    status["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "WorkloadEvictedDueToPreempted",
+            "message": "Preempted to accommodate a higher priority Workload",
+        }
+    )
+    api.set_status(NAME_A, status, node="node-1")
+    api.pods[NAME_A]["metadata"]["deletionTimestamp"] = utc_timestamp()
+    [obs] = backend.reconcile([run(UID_A)])
+    assert obs.state is TaskState.PREEMPTED
+    assert obs.error and obs.error.startswith("pod disrupted: WorkloadEvictedDueToPreempted: ")
+    assert not obs.runtime_released
 
 
-def test_create_refused_by_admission_is_retried(cluster: FakeCluster) -> None:
-    backend = make_backend(cluster, priority_classes={PriorityBand.INTERACTIVE: "no-such-class"})
+def test_create_refused_by_admission_is_retried(api: FakeKubeApi) -> None:
+    """A PriorityClass not installed (yet): 403 without a webhook, the create is retried."""
+    backend = make_backend(api, priority_classes={PriorityBand.INTERACTIVE: "no-such-class"})
     try:
         [obs] = backend.reconcile([run(UID_A, run_spec(UID_A))])
         assert obs.state is TaskState.ASSIGNED
         assert "could not create pod" in (obs.message or "") and "no-such-class" in (obs.message or "")
-        assert cluster.pods() == []
+        assert api.pods == {}
     finally:
         backend.close()
 
 
-def test_a_pod_created_earlier_is_adopted_on_conflict(cluster: FakeCluster) -> None:
+def test_a_pod_created_earlier_is_adopted_on_conflict(api: FakeKubeApi) -> None:
     """409 on create: the pod exists (here made by a backend with another id); it is observed, not re-made."""
-    first, second = make_backend(cluster, backend_id="one"), make_backend(cluster, backend_id="two")
+    first, second = make_backend(api, backend_id="one"), make_backend(api, backend_id="two")
     try:
         first.reconcile([run(UID_A, run_spec(UID_A))])
         [obs] = second.reconcile([run(UID_A, run_spec(UID_A))])
         assert obs.state is TaskState.ASSIGNED and obs.message == "waiting to be scheduled"
-        assert len(cluster.pods()) == 1
+        assert len(api.pods) == 1
     finally:
         first.close()
         second.close()
 
 
-def test_logs_through_the_pods_log_api(cluster: FakeCluster, backend: KubernetesBackend) -> None:
-    name = pod_name("/alice/train/0", UID_A)
+def test_logs_through_the_pods_log_api(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     target = TaskTarget(attempt_uid=UID_A)
     backend.reconcile([run(UID_A, run_spec(UID_A))])
-    early = backend.read_logs(target, "/alice/train/0")
+    early = backend.read_logs(target, "/alice/train/0")  # 400: the container has not started
     assert early.lines == [] and not early.complete
-    cluster.set_status(name, running_status(), node="node-1")
-    log = cluster.server.pod_logs.open(cluster.pod(name)["metadata"]["uid"], "task")
+    api.set_status(NAME_A, running_status(), node="node-1")
     for i in range(5):
-        log.write_line(f"line {i}")
+        api.write_log(NAME_A, f"line {i}")
     page = backend.read_logs(target, "/alice/train/0", offset=1, limit=3)
     assert [line.line for line in page.lines] == ["line 1", "line 2", "line 3"]
     assert page.next_offset == 4 and not page.complete
@@ -262,17 +265,17 @@ def test_logs_through_the_pods_log_api(cluster: FakeCluster, backend: Kubernetes
     followed: list[str] = []
     stream = backend.follow_logs(target, "/alice/train/0")
     followed += [next(stream).line for _ in range(5)]
-    log.write_line("late line")
+    api.write_log(NAME_A, "late line")
     followed.append(next(stream).line)
-    log.finish()
-    cluster.set_status(name, {"phase": "Succeeded"})
+    api.finish_log(NAME_A)
+    api.set_status(NAME_A, {"phase": "Succeeded"})
     followed += [line.line for line in stream]
     assert followed == [f"line {i}" for i in range(5)] + ["late line"]
     rest = backend.read_logs(target, "/alice/train/0", offset=4)
     assert [line.line for line in rest.lines] == ["line 4", "late line"] and rest.complete
 
 
-def test_logs_of_a_deleted_pod(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+def test_logs_of_a_deleted_pod(backend: KubernetesBackend) -> None:
     logs = backend.read_logs(TaskTarget(attempt_uid=UID_A), "/alice/train/0")
     assert logs.complete and logs.lines[0].stream == "system" and "no longer exists" in logs.lines[0].line
 
@@ -282,51 +285,49 @@ def test_task_rpcs_need_an_attempt_uid(backend: KubernetesBackend) -> None:
         backend.read_logs(TaskTarget(address="10.0.0.1:1"), "/alice/train/0")
 
 
-def test_process_status_and_cluster_overview(cluster: FakeCluster, backend: KubernetesBackend) -> None:
-    name = pod_name("/alice/train/0", UID_A)
+def test_process_status_and_cluster_overview(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     backend.reconcile([run(UID_A, run_spec(UID_A))])
-    cluster.set_status(name, running_status(), node="node-1")
+    api.set_status(NAME_A, running_status(), node="node-1")
+    api.add_event(NAME_A, "Scheduled", "assigned to node-1")
     status = backend.process_status(TaskTarget(attempt_uid=UID_A), "/alice/train/0")
-    assert status["pod"] == name and status["phase"] == "Running" and status["node"] == "node-1"
+    assert status["pod"] == NAME_A and status["phase"] == "Running" and status["node"] == "node-1"
     assert status["state"] == "RUNNING" and status["container_statuses"][0]["name"] == "task"
-    assert isinstance(status["events"], list)
+    assert [e["reason"] for e in status["events"]] == ["Scheduled"]
+    assert json.dumps(status)  # plain data, ready for JSON
     with pytest.raises(NotFound):
         backend.process_status(TaskTarget(attempt_uid=UID_B), "/alice/train/0")
     overview = backend.cluster_overview()
     assert overview["pods"]["by_phase"] == {"Running": 1}
-    assert overview["namespace"] == "iris" and "workloads" in overview and "nodes" in overview
+    assert overview["namespace"] == "iris" and overview["workloads"] == []
+    assert [n["name"] for n in overview["nodes"]] == ["node-1"]
 
 
-def test_unreachable_api_server_raises_unavailable(tmp_path: Path) -> None:
-    with fake_cluster(tmp_path) as c:
-        backend = make_backend(c, request_timeout_s=2)
-    try:
-        with pytest.raises(Unavailable, match="cannot list pods"):
-            backend.reconcile([run(UID_A)])
-    finally:
-        backend.close()
+def test_unreachable_api_server_raises_unavailable(api: FakeKubeApi, backend: KubernetesBackend) -> None:
+    api.unreachable = True
+    with pytest.raises(Unavailable, match="cannot list pods"):
+        backend.reconcile([run(UID_A)])
+    overview = backend.cluster_overview()  # the dashboard still gets an answer, with the errors
+    assert "unreachable" in overview["pods_error"] and "unreachable" in overview["nodes_error"]
 
 
-def test_follow_waits_for_a_pending_container(cluster: FakeCluster, backend: KubernetesBackend) -> None:
-    name = pod_name("/alice/train/0", UID_A)
+def test_follow_waits_for_a_pending_container(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     backend.reconcile([run(UID_A, run_spec(UID_A))])
     stream = backend.follow_logs(TaskTarget(attempt_uid=UID_A), "/alice/train/0")
     got: list[str] = []
     reader = threading.Thread(target=lambda: got.extend(line.line for line in stream), daemon=True)
     reader.start()
-    cluster.set_status(name, running_status(), node="node-1")
-    log = cluster.server.pod_logs.open(cluster.pod(name)["metadata"]["uid"], "task")
-    log.write_line("hello")
+    api.set_status(NAME_A, running_status(), node="node-1")
+    api.write_log(NAME_A, "hello")
     wait_for(lambda: got == ["hello"], what="the followed line")
-    log.finish()
-    cluster.set_status(name, {"phase": "Succeeded"})
+    api.finish_log(NAME_A)
+    api.set_status(NAME_A, {"phase": "Succeeded"})
     reader.join(timeout=10)
     assert not reader.is_alive() and got == ["hello"]
 
 
-def test_watch_wakes_the_controller_on_pod_changes(cluster: FakeCluster) -> None:
-    backend = make_backend(cluster)
-    other = make_backend(cluster, backend_id="someone-else")
+def test_watch_wakes_the_controller_on_pod_changes(api: FakeKubeApi) -> None:
+    backend = make_backend(api)
+    other = make_backend(api, backend_id="someone-else")
     calls: list[float] = []
     try:
         backend.watch_changes(lambda: calls.append(1.0))
@@ -334,7 +335,7 @@ def test_watch_wakes_the_controller_on_pod_changes(cluster: FakeCluster) -> None
         backend.reconcile([run(UID_A, run_spec(UID_A))])
         wait_for(lambda: len(calls) >= 1, what="a wake-up for the created pod")
         seen = len(calls)
-        cluster.set_status(pod_name("/alice/train/0", UID_A), running_status(), node="node-1")
+        api.set_status(NAME_A, running_status(), node="node-1")
         wait_for(lambda: len(calls) > seen, what="a wake-up for the status change")
     finally:
         backend.close()
@@ -342,89 +343,124 @@ def test_watch_wakes_the_controller_on_pod_changes(cluster: FakeCluster) -> None
     watcher = backend._watcher
     assert watcher is not None
     wait_for(lambda: not watcher.is_alive(), timeout=15, what="the watcher to stop after close()")
-    # only our pod's events: ADDED, binding MODIFIED, status MODIFIED
-    assert len(calls) <= 3
+    assert len(calls) == 2  # only our pod's events: ADDED, status MODIFIED
 
 
-def test_create_denied_by_a_webhook_fails_for_good(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+def test_create_denied_by_a_webhook_fails_for_good(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     """Kueue's validating webhook answers 403 with its reason: retrying the same pod cannot help."""
-    from iris.testing.fake_apiserver import ApiError
-
     denial = (
         'admission webhook "vpod.kb.io" denied the request: metadata.labels[kueue.x-k8s.io/queue-name]:'
         ' Invalid value: "Team_Q": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters'
     )
 
-    def deny(resource: object, obj: dict) -> None:
-        if resource == PODS:
-            raise ApiError(403, "Forbidden", denial)
+    def deny(pod: dict) -> None:
+        raise KubeApiError(403, "Forbidden", denial)
 
-    cluster.server.store.add_admission_hook(deny)
+    api.admission.append(deny)
+    spec = run_spec(UID_A, env={"IRIS_TOKEN": "iris-job.payload.signature"})
+    [obs] = backend.reconcile([run(UID_A, spec)])
+    assert obs.state is TaskState.FAILED and obs.runtime_released
+    assert obs.error == f"Kubernetes refused pod {NAME_A}: {denial}"
+    assert api.pods == {}
+    assert api.secrets == {}  # the refused pod's Secret is not left behind
+
+
+def test_an_invalid_pod_fails_for_good(api: FakeKubeApi, backend: KubernetesBackend) -> None:
+    def invalid(pod: dict) -> None:
+        raise KubeApiError(422, "Invalid", "spec.containers[0].image: Required value")
+
+    api.admission.append(invalid)
     [obs] = backend.reconcile([run(UID_A, run_spec(UID_A))])
     assert obs.state is TaskState.FAILED and obs.runtime_released
-    assert obs.error == f"Kubernetes refused pod {pod_name('/alice/train/0', UID_A)}: {denial}"
-    assert cluster.pods() == []
+    assert (
+        obs.error == f"Kubernetes rejected pod {NAME_A} as invalid: spec.containers[0].image: Required value"
+    )
 
 
-def test_a_missing_local_queue_fails_the_attempt(cluster: FakeCluster, backend: KubernetesBackend) -> None:
-    """Kueue marks a Workload whose LocalQueue does not exist Inadmissible and waits for ever."""
-    from iris.testing.fake_apiserver import WORKLOADS
-    from iris.testing.kueue_sim.webhook import gate_queued_pods
+def _gated(api: FakeKubeApi, name: str) -> None:
+    """Kueue's pod webhook: a queued pod is created behind its admission gate."""
+    api.pods[name]["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
 
-    cluster.server.store.add_admission_hook(gate_queued_pods)  # Kueue's webhook: gate on create
-    name = pod_name("/alice/train/0", UID_A)
-    backend.reconcile([run(UID_A, run_spec(UID_A))])
-    pod = cluster.pod(name)
-    assert pod is not None
-    workload = {
-        "apiVersion": "kueue.x-k8s.io/v1beta1",
-        "kind": "Workload",
+
+def _workload(name: str, pod: dict, condition: dict) -> dict:
+    return {
         "metadata": {
-            "name": "pod-" + name,
+            "name": f"pod-{name}",
             "namespace": "iris",
             "ownerReferences": [
                 {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": pod["metadata"]["uid"]}
             ],
         },
         "spec": {"queueName": "iris", "podSets": []},
+        "status": {"conditions": [{**condition, "lastTransitionTime": utc_timestamp()}]},
     }
-    cluster.server.store.create(WORKLOADS, "iris", workload)
+
+
+def test_a_missing_local_queue_fails_the_attempt(api: FakeKubeApi, backend: KubernetesBackend) -> None:
+    """Kueue marks a Workload whose LocalQueue does not exist Inadmissible and waits for ever."""
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    _gated(api, NAME_A)
     reserved = {
         "type": "QuotaReserved",
         "status": "False",
         "reason": "Inadmissible",
         "message": "LocalQueue iris doesn't exist",
-        "lastTransitionTime": utc_timestamp(),
     }
-    cluster.server.store.update(
-        WORKLOADS,
-        "iris",
-        "pod-" + name,
-        lambda w: {**w, "status": {"conditions": [reserved]}},
-        subresource="status",
-    )
-    obs = wait_for(
-        lambda: next(o for o in backend.reconcile([run(UID_A)]) if o.state is TaskState.FAILED or None),
-        what="the attempt to fail",
-    )
-    assert obs.runtime_released
-    assert obs.error == f"Kueue will never admit pod {name}: LocalQueue iris doesn't exist"
+    api.workloads.append(_workload(NAME_A, api.pods[NAME_A], reserved))
+    [obs] = backend.reconcile([run(UID_A)])
+    assert obs.state is TaskState.FAILED and obs.runtime_released
+    assert obs.error == f"Kueue will never admit pod {NAME_A}: LocalQueue iris doesn't exist"
 
 
-def test_a_preempted_pod_already_gone_is_preempted(cluster: FakeCluster, backend: KubernetesBackend) -> None:
+def test_kueue_holds_what_does_not_fit_and_says_why(api: FakeKubeApi, backend: KubernetesBackend) -> None:
+    backend.reconcile([run(UID_A, run_spec(UID_A)), run(UID_B, run_spec(UID_B, task="/alice/train/1"))])
+    held = pod_name("/alice/train/1", UID_B)
+    api.set_status(NAME_A, running_status(), node="node-1")
+    _gated(api, held)
+    pending = {
+        "type": "QuotaReserved",
+        "status": "False",
+        "reason": "Pending",
+        "message": "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default-flavor",
+    }
+    admitted = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "admitted"}
+    api.workloads += [_workload(held, api.pods[held], pending), _workload(NAME_A, api.pods[NAME_A], admitted)]
+    [_, obs] = backend.reconcile([run(UID_A), run(UID_B)])
+    assert obs.state is TaskState.ASSIGNED
+    assert (obs.message or "").startswith("waiting for Kueue admission: couldn't assign flavors"), obs.message
+    assert "insufficient unused quota" in (obs.message or "")
+    overview = backend.cluster_overview()
+    assert overview["pods"]["kueue_gated"] == 1
+    assert overview["pods"]["by_phase"] == {"Pending": 1, "Running": 1}
+    assert overview["workloads_pending"] == 1 and overview["workloads_admitted"] == 1
+
+
+def test_a_gang_is_one_kueue_pod_group(api: FakeKubeApi, backend: KubernetesBackend) -> None:
+    uids = [f"666666666666666{i}" for i in range(3)]
+    gang = [
+        run(
+            u,
+            run_spec(
+                u, task=f"/alice/gang/{i}", replicas=3, coscheduling=CoschedulingConfig(group_by="pool")
+            ),
+        )
+        for i, u in enumerate(uids)
+    ]
+    backend.reconcile(gang)
+    groups = {p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] for p in api.pods.values()}
+    counts = {p["metadata"]["annotations"]["kueue.x-k8s.io/pod-group-total-count"] for p in api.pods.values()}
+    assert len(api.pods) == 3 and len(groups) == 1 and counts == {"3"}
+
+
+def test_a_preempted_pod_already_gone_is_preempted(api: FakeKubeApi, backend: KubernetesBackend) -> None:
     """Kueue deletes a preempted plain pod and lets it go at once; its "Stopped" event remains."""
-    from iris.testing.events import record_pod_event
-
-    name = pod_name("/alice/train/0", UID_A)
     backend.reconcile([run(UID_A, run_spec(UID_A))])
-    pod = cluster.pod(name)
-    assert pod is not None
     message = (
         "Preempted to accommodate a workload (UID: 42, JobUID: 43) due to prioritization in the ClusterQueue"
     )
-    record_pod_event(cluster.server.store, pod, "Normal", "Stopped", message, "kueue")
-    record_pod_event(cluster.server.store, pod, "Normal", "Scheduled", "assigned to node-1", "scheduler")
-    cluster.server.store.delete(PODS, "iris", name, grace_period_seconds=0)
+    api.add_event(NAME_A, "Stopped", message)
+    api.add_event(NAME_A, "Scheduled", "assigned to node-1")
+    api.remove_pod(NAME_A)
     [obs] = backend.reconcile([run(UID_A), run(UID_B)])[:1]
     assert obs.state is TaskState.PREEMPTED and obs.runtime_released
     assert obs.error == f"preempted by Kueue: {message}"
@@ -433,7 +469,7 @@ def test_a_preempted_pod_already_gone_is_preempted(cluster: FakeCluster, backend
 
 
 def test_the_job_token_and_secrets_live_in_a_secret_owned_by_the_pod(
-    cluster: FakeCluster, backend: KubernetesBackend
+    api: FakeKubeApi, backend: KubernetesBackend
 ) -> None:
     token = "iris-job.payload.signature"
     spec = run_spec(
@@ -444,11 +480,9 @@ def test_the_job_token_and_secrets_live_in_a_secret_owned_by_the_pod(
     )
     (obs,) = backend.reconcile([run(UID_A, spec)])
     assert obs.state is TaskState.ASSIGNED
-    name = pod_name("/alice/train/0", UID_A)
-    pod = cluster.pod(name)
-    assert pod is not None
+    pod = api.pods[NAME_A]
     assert token not in json.dumps(pod) and "hunter2" not in json.dumps(pod)
-    secret_name = f"{name}-env"
+    secret_name = f"{NAME_A}-env"
     (task,), (init,) = pod["spec"]["containers"], pod["spec"]["initContainers"]
     env = {e["name"]: e for e in task["env"]}
     assert env["PLAIN"]["value"] == "v"
@@ -458,12 +492,81 @@ def test_the_job_token_and_secrets_live_in_a_secret_owned_by_the_pod(
     assert init_env["IRIS_BUNDLE_TOKEN"]["valueFrom"] == {
         "secretKeyRef": {"name": secret_name, "key": "IRIS_TOKEN"}
     }
-    secret = cluster.server.store.try_get(SECRETS, "iris", secret_name)
-    assert secret is not None
+    secret = api.secrets[secret_name]
     data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
     assert data == {"IRIS_TOKEN": token, "DB_PASSWORD": "hunter2"}
     (owner,) = secret["metadata"]["ownerReferences"]
-    assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", name, pod["metadata"]["uid"])
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("Pod", NAME_A, pod["metadata"]["uid"])
     # Without a credential, no Secret and no reference.
     backend.reconcile([run(UID_B, run_spec(UID_B, task="/alice/train/1"))])
-    assert cluster.server.store.try_get(SECRETS, "iris", f"{pod_name('/alice/train/1', UID_B)}-env") is None
+    assert f"{pod_name('/alice/train/1', UID_B)}-env" not in api.secrets
+
+
+def test_a_secret_left_by_a_lost_answer_gets_the_new_data(
+    api: FakeKubeApi, backend: KubernetesBackend
+) -> None:
+    """The Secret exists (an earlier round's create whose pod create failed): its data is set again."""
+    spec = run_spec(UID_A, env={"IRIS_TOKEN": "new-token"})
+    api.secrets[f"{NAME_A}-env"] = {"metadata": {"name": f"{NAME_A}-env"}, "data": {"IRIS_TOKEN": "b2xk"}}
+    backend.reconcile([run(UID_A, spec)])
+    data = api.secrets[f"{NAME_A}-env"]["data"]
+    assert base64.b64decode(data["IRIS_TOKEN"]).decode() == "new-token"
+
+
+def test_exec_runs_in_the_task_container_or_fails_clearly(
+    api: FakeKubeApi, backend: KubernetesBackend
+) -> None:
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    target = TaskTarget(attempt_uid=UID_A)
+    with pytest.raises(Unavailable, match=f"exec in pod {NAME_A} failed"):  # no exec served
+        backend.exec(target, "/alice/train/0", ["echo", "hi"], timeout_s=10)
+    calls: list[tuple[str, str, list[str]]] = []
+
+    def handler(name: str, container: str, argv: list[str], timeout_s: float) -> ExecResult:
+        calls.append((name, container, argv))
+        return ExecResult(exit_code=0, stdout="hi\n", stderr="")
+
+    api.exec_handler = handler
+    result = backend.exec(target, "/alice/train/0", ["echo", "hi"], timeout_s=10)
+    assert (result.exit_code, result.stdout) == (0, "hi\n")
+    assert calls == [(NAME_A, "task", ["echo", "hi"])]
+    with pytest.raises(NotFound):
+        backend.exec(TaskTarget(attempt_uid="dddddddddddddddd"), "/alice/train/0", ["true"])
+    with pytest.raises(InvalidArgument):
+        backend.exec(target, "/alice/train/0", [])
+
+
+def test_job_image_is_the_pod_image_and_a_pull_failure_ends_with_kind_image(api: FakeKubeApi) -> None:
+    image = "registry.example/does-not-exist:1"
+    backend = make_backend(api, image_pull_grace_s=0.0)
+    try:
+        spec = run_spec(UID_A, image=image, image_pull_policy="always")
+        backend.reconcile([run(UID_A, spec)])
+        container = api.pods[NAME_A]["spec"]["containers"][0]
+        assert (container["image"], container["imagePullPolicy"]) == (image, "Always")
+        api.set_status(
+            NAME_A,
+            {
+                "phase": "Pending",
+                "conditions": [
+                    {"type": "PodScheduled", "status": "True", "lastTransitionTime": utc_timestamp(0)}
+                ],
+                "containerStatuses": [
+                    {
+                        "name": "task",
+                        "image": image,
+                        "state": {"waiting": {"reason": "ErrImagePull", "message": "not found"}},
+                    }
+                ],
+            },
+            node="node-1",
+        )
+        [failed] = backend.reconcile([run(UID_A)])
+        assert failed.state is TaskState.FAILED
+        assert failed.error is not None and failed.error.startswith(
+            f"{IMAGE_ERROR_PREFIX}{image} could not be pulled"
+        )
+        backend.reconcile([])  # the controller stops wanting it: the pod (still pulling) is deleted
+        assert ("delete pod", NAME_A) in api.writes
+    finally:
+        backend.close()

@@ -146,6 +146,43 @@ def test_gang_gets_pod_group() -> None:
     assert sibling["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == group
 
 
+def test_a_gang_member_knows_its_rank_and_learns_the_coordinator_before_it_starts() -> None:
+    spec = run_spec(
+        replicas=4, gang_size=4, gang_generation=5, coscheduling=CoschedulingConfig(group_by="pool")
+    )
+    pod = build(spec)
+    env = env_of(pod)
+    port = env["MASTER_PORT"]
+    assert {k: env[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "JAX_PROCESS_ID")} == {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "0",
+        "NODE_RANK": "3",
+        "JAX_PROCESS_ID": "3",
+    }
+    assert env["JAX_NUM_PROCESSES"] == "4" and 20000 <= int(port) < 30000
+    # The address comes from the rendezvous init container's file, sourced before the task runs.
+    assert "MASTER_ADDR" not in env and env["IRIS_GANG_ENV"] == "/iris-gang/env.sh"
+    container = pod["spec"]["containers"][0]
+    assert container["command"][:2] == ["sh", "-c"] and container["command"][-4:] == [
+        "python",
+        "train.py",
+        "--lr",
+        "0.1",
+    ]
+    (rendezvous,) = [c for c in pod["spec"]["initContainers"] if c["name"] == "gang-rendezvous"]
+    init_env = {e["name"]: e.get("value", e.get("valueFrom")) for e in rendezvous["env"]}
+    assert init_env["IRIS_POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert init_env["IRIS_GANG_GENERATION"] == "5" and init_env["MASTER_PORT"] == port
+    assert init_env["IRIS_GANG_ENDPOINT"] == "coordinator/alice/train"
+    # A retried gang (a new generation) gets another port.
+    assert env_of(build(spec.model_copy(update={"gang_generation": 6})))["MASTER_PORT"] != port
+    # A task without a gang has no rendezvous and runs its own command.
+    plain = build(run_spec())
+    assert "initContainers" not in plain["spec"] and "RANK" not in env_of(plain)
+    assert plain["spec"]["containers"][0]["command"] == ["python", "train.py", "--lr", "0.1"]
+
+
 @pytest.mark.parametrize(
     "spec",
     [run_spec(replicas=4), run_spec(replicas=1, coscheduling=CoschedulingConfig(group_by="pool"))],

@@ -1,35 +1,31 @@
-"""A queue Kueue will never serve fails the attempt, in the sandbox and against the real Kueue."""
+"""A queue Kueue will never serve fails the attempt, against the real Kueue (its webhook and its
+Inadmissible Workload); the seam-level cases are in test_k8s_backend_api.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_sandbox_helpers import run, run_spec, wait_for
-from tests.journeys.harness import REAL_K8S
+from k8s_backend_helpers import run, run_spec, wait_for
 
 from iris.cluster.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 from iris.cluster.backends.kubernetes.api import KubeApi
 from iris.cluster.backends.kubernetes.naming import LABEL_BACKEND_ID, LABEL_MANAGED
 from iris.rpc.enums import TaskState
 from iris.rpc.models import AttemptObservation
-from iris.testing.k8s_sandbox import start_sandbox
+from iris.testing.control_plane import ControlPlane
 
 
-@pytest.fixture(params=["kubernetes", *REAL_K8S])
-def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
-    """Kubeconfig and namespace of the sandbox, or of the real control plane (its controller's
-    ServiceAccount token, so the real authorizer checks our RBAC)."""
-    if request.param == "real_k8s":
-        cp = request.getfixturevalue("real_control_plane")
-        yield {"kubeconfig": str(cp.controller_kubeconfig), "namespace": cp.namespace}
-        return
-    with start_sandbox(tmp_path / "sandbox", nodes=1) as box:
-        yield {"kubeconfig": str(box.kubeconfig_path), "namespace": box.namespace}
+@pytest.fixture
+def where(real_control_plane: ControlPlane) -> dict[str, Any]:
+    """The controller's ServiceAccount kubeconfig: the real authorizer checks our RBAC."""
+    return {
+        "kubeconfig": str(real_control_plane.controller_kubeconfig),
+        "namespace": real_control_plane.namespace,
+    }
 
 
+@pytest.mark.real_k8s
 @pytest.mark.parametrize(
     ("queue", "error"),
     [

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from iris.rpc.enums import TaskState
 from iris.rpc.log_models import AttemptUsage
-from iris.rpc.models import AttemptStatus, FailureInfo, TaskStatus
+from iris.rpc.models import ENVIRONMENT_ERROR_PREFIX, AttemptStatus, FailureInfo, TaskStatus
 from iris.rpc.units import format_bytes, parse_bytes
 
 FAILED_STATES = frozenset(
@@ -95,6 +95,8 @@ def diagnose(
     lowered = error.lower()
     if error.startswith(IMAGE_ERROR_PREFIX):
         return FailureInfo(kind="image", summary=error, **common)
+    if error.startswith(ENVIRONMENT_ERROR_PREFIX):  # pip packages or uv sync could not be installed
+        return FailureInfo(kind="environment", summary=error, **common)
     if task.state is TaskState.UNSCHEDULABLE:
         return FailureInfo(
             kind="unschedulable", summary=error or "it could not be scheduled in time", **common

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,24 +16,17 @@ from iris.cluster.controller import round_kernel as kernel
 from iris.cluster.controller.effects import Change, Effects, Event, EventKind, UpsertWorker
 from iris.cluster.controller.snapshots import LiveAttempt, ObservationSnapshot
 from iris.cluster.controller.worker_health import HealthEvent
+from iris.cluster.runtime.attempt_env import gang_port
 from iris.cluster.types import DesiredGroup, GroupReport
 from iris.rpc.enums import TERMINAL_TASK_STATES, StopReason, TaskState
 from iris.rpc.models import AttemptObservation, DesiredAttempt, RegisterRequest, RunSpec
-
-# The coordinator port of a gang is chosen here, below Linux's ephemeral range (32768-60999, where
-# workers' own --port allocations come from), per job and gang generation: a retried gang gets a
-# new one.
-GANG_PORT_BASE = 20000
-GANG_PORT_SPAN = 10000
 
 
 def gang_coordinator(leader_address: str, job_id: str, generation: int) -> str:
     """``host:port`` of a gang's coordinator: task 0's worker host, a port derived from the gang."""
     address = leader_address.split("://", 1)[-1].split("/", 1)[0]
     host = address.rpartition(":")[0] or address
-    digest = hashlib.sha256(f"{job_id}#{generation}".encode()).digest()
-    port = GANG_PORT_BASE + int.from_bytes(digest[:4], "big") % GANG_PORT_SPAN
-    return f"{host}:{port}"
+    return f"{host}:{gang_port(job_id, generation)}"
 
 
 def desired_attempts(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import socket
 from collections.abc import Iterable, Mapping
@@ -63,21 +64,48 @@ def distributed_env(spec: RunSpec) -> dict[str, str]:
     if spec.gang_coordinator is None or spec.gang_size is None:
         return {}
     host, _, port = spec.gang_coordinator.rpartition(":")
-    rank, size = str(spec.task_index), str(spec.gang_size)
     return {
         "IRIS_COORDINATOR_ADDRESS": spec.gang_coordinator,
         "JAX_COORDINATOR_ADDRESS": spec.gang_coordinator,
-        "JAX_NUM_PROCESSES": size,
-        "JAX_PROCESS_ID": rank,
         "MASTER_ADDR": host,
-        "MASTER_PORT": port,
-        "WORLD_SIZE": size,
-        "RANK": rank,
+        **gang_rank_env(spec.task_index, spec.gang_size, int(port)),
+    }
+
+
+def gang_rank_env(rank: int, size: int, port: int) -> dict[str, str]:
+    """The distributed variables that do not name the coordinator's host."""
+    return {
+        "JAX_NUM_PROCESSES": str(size),
+        "JAX_PROCESS_ID": str(rank),
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": str(size),
+        "RANK": str(rank),
         "LOCAL_RANK": "0",
         "LOCAL_WORLD_SIZE": "1",
-        "NODE_RANK": rank,
-        "GROUP_RANK": rank,
+        "NODE_RANK": str(rank),
+        "GROUP_RANK": str(rank),
     }
+
+
+# A gang's coordinator port when Iris cannot ask task 0's machine (a Kubernetes pod has its own
+# network namespace, so any port is free there): below Linux's ephemeral range (32768-60999),
+# per job and gang generation, so a retried gang gets a new one.
+GANG_PORT_BASE = 20000
+GANG_PORT_SPAN = 10000
+
+
+def gang_port(job_id: str, generation: int) -> int:
+    digest = hashlib.sha256(f"{job_id}#{generation}".encode()).digest()
+    return GANG_PORT_BASE + int.from_bytes(digest[:4], "big") % GANG_PORT_SPAN
+
+
+def coordinator_endpoint_name(job_id: str) -> str:
+    """The endpoint where task 0 of a multi-task job publishes its coordinator address: one per
+    job (endpoints are shared by a whole job tree), within the 128-character name limit."""
+    name = "coordinator/" + job_id.strip("/")
+    if len(name) > 128:
+        name = "coordinator/" + hashlib.sha256(job_id.encode()).hexdigest()[:32]
+    return name
 
 
 def allocate_ports(names: Iterable[str], taken: set[int]) -> dict[str, int]:

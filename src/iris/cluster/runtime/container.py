@@ -165,7 +165,10 @@ class ContainerTaskRuntime:
         if launch.task_uid is not None:
             args += ["--user", f"{launch.task_uid}:{launch.task_uid}"]
         for node in device_nodes(launch.device_env, self._device_dir):
-            args += ["--device", node]
+            # A node of the worker's device dir is the container's /dev/<name>, wherever the worker
+            # keeps it (IRIS_DEVICE_DIR): CUDA and TPU runtimes look in /dev.
+            inside = f"/dev/{os.path.basename(node)}" if os.path.dirname(node) == self._device_dir else node
+            args += ["--device", f"{node}:{inside}"]
         task_env = dict(launch.env)
         argv = list(launch.argv)
         if spec.entrypoint.kind != "command":

@@ -1,7 +1,9 @@
-"""Virtual environments for jobs that ask for pip packages, built with ``uv`` and shared across tasks.
+"""Virtual environments for jobs, built with ``uv`` and shared across tasks: the pip packages a job
+asks for, and the project environment (``uv sync --frozen`` of the workspace's ``pyproject.toml`` +
+``uv.lock``, with the job's extras), or both.
 
-An environment is keyed by the hash of its sorted requirements and of the worker's Python, and
-lives in ``<worker state>/envs/<hash>``. It is built once: the builder holds a lock per hash, and
+An environment is keyed by the hash of its sorted requirements, of the project's lock, pyproject
+and extras (if any), and of the worker's Python, and lives in ``<worker state>/envs/<hash>``. It is built once: the builder holds a lock per hash, and
 writes the ``.iris-ready`` marker only after ``uv`` succeeded; a directory without the marker is
 a failed or interrupted build and is rebuilt.
 
@@ -39,6 +41,7 @@ from pathlib import Path
 from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
 from iris.cluster.runtime.subprocess_runtime import PreparationError
 from iris.cluster.worker.build_lock import Cancelled, hash_lock
+from iris.rpc.models import ENVIRONMENT_ERROR_PREFIX
 
 READY_MARKER = ".iris-ready"
 PARENT_SITE_PTH = "_iris_worker_site.pth"
@@ -58,7 +61,52 @@ _PASSED_ENV = frozenset(
 
 
 class EnvironmentBuildError(PreparationError):
-    """uv failed (or could not be found); the message says why in one sentence."""
+    """uv failed (or could not be found); the message says why in one sentence, and starts with
+    ``ENVIRONMENT_ERROR_PREFIX`` so the controller calls the failure kind ``environment``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(
+            message if message.startswith(ENVIRONMENT_ERROR_PREFIX) else ENVIRONMENT_ERROR_PREFIX + message
+        )
+
+
+PYPROJECT = "pyproject.toml"
+UV_LOCK = "uv.lock"
+
+
+@dataclass(frozen=True, slots=True)
+class ProjectFiles:
+    """A workspace's ``pyproject.toml`` and ``uv.lock`` (their bytes) and the extras to sync."""
+
+    pyproject: bytes
+    lock: bytes
+    extras: tuple[str, ...] = ()
+
+    @classmethod
+    def read(cls, directory: Path, extras: Iterable[str] = ()) -> ProjectFiles:
+        """The project files of an unpacked workspace; EnvironmentBuildError when one is missing."""
+        missing = [name for name in (PYPROJECT, UV_LOCK) if not (directory / name).is_file()]
+        if missing:
+            raise EnvironmentBuildError(
+                f"the job asks for its project environment but its workspace has no {' or '.join(missing)} "
+                "(run `uv lock` in the directory you submit from, or submit with --no-sync)"
+            )
+        return cls(
+            (directory / PYPROJECT).read_bytes(),
+            (directory / UV_LOCK).read_bytes(),
+            tuple(sorted(set(extras))),
+        )
+
+    def identity(self) -> dict[str, object]:
+        return {
+            "lock": hashlib.sha256(self.lock).hexdigest(),
+            "pyproject": hashlib.sha256(self.pyproject).hexdigest(),
+            "extras": list(self.extras),
+        }
+
+    def describe(self) -> str:
+        extras = "".join(f" --extra {e}" for e in self.extras)
+        return f"uv sync --frozen{extras} (uv.lock {hashlib.sha256(self.lock).hexdigest()[:12]})"
 
 
 def normalized_requirements(packages: Iterable[str]) -> tuple[str, ...]:
@@ -71,9 +119,14 @@ def python_identity(executable: str = sys.executable) -> str:
     return json.dumps({"version": sys.version, "executable": executable, "site": parent_site_dirs()})
 
 
-def environment_hash(requirements: Sequence[str], python: str) -> str:
-    payload = json.dumps({"requirements": list(normalized_requirements(requirements)), "python": python})
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+def environment_hash(requirements: Sequence[str], python: str, project: ProjectFiles | None = None) -> str:
+    fields: dict[str, object] = {
+        "requirements": list(normalized_requirements(requirements)),
+        "python": python,
+    }
+    if project is not None:
+        fields["project"] = project.identity()
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 
 def parent_site_dirs() -> list[str]:
@@ -130,20 +183,22 @@ class EnvironmentBuilder:
         self._timeout_s = timeout_s
         self._identity = python_identity(python)
 
-    def hash_of(self, packages: Iterable[str]) -> str:
-        return environment_hash(normalized_requirements(packages), self._identity)
+    def hash_of(self, packages: Iterable[str], project: ProjectFiles | None = None) -> str:
+        return environment_hash(normalized_requirements(packages), self._identity, project)
 
     def ensure(
         self,
         packages: Iterable[str],
         *,
+        project: ProjectFiles | None = None,
         log: Callable[[str], None] = lambda _line: None,
         cancelled: Callable[[], bool] = lambda: False,
     ) -> BuiltEnvironment:
-        """The environment for ``packages``, built now if no finished one exists. Raises
-        EnvironmentBuildError (uv's output is in ``log``) or Cancelled."""
+        """The environment for ``packages`` (on top of ``project``'s locked environment, if
+        given), built now if no finished one exists. Raises EnvironmentBuildError (uv's output is
+        in ``log``) or Cancelled."""
         requirements = normalized_requirements(packages)
-        env_hash = environment_hash(requirements, self._identity)
+        env_hash = environment_hash(requirements, self._identity, project)
         path = self.directory / env_hash
         if (path / READY_MARKER).exists():
             log(f"reusing environment {env_hash}")
@@ -152,9 +207,12 @@ class EnvironmentBuilder:
             if (path / READY_MARKER).exists():
                 log(f"reusing environment {env_hash} (built meanwhile by another attempt)")
                 return BuiltEnvironment(env_hash, path, reused=True)
-            log(f"building environment {env_hash}: {' '.join(requirements)}")
+            parts = [project.describe()] if project is not None else []
+            if requirements or not parts:
+                parts.append(" ".join(requirements))
+            log(f"building environment {env_hash}: {' + '.join(parts)}")
             started = time.monotonic()
-            self._build(path, requirements, log, cancelled)
+            self._build(path, requirements, project, log, cancelled)
             log(f"built environment {env_hash} in {time.monotonic() - started:.1f}s")
         return BuiltEnvironment(env_hash, path, reused=False)
 
@@ -162,6 +220,7 @@ class EnvironmentBuilder:
         self,
         path: Path,
         requirements: Sequence[str],
+        project: ProjectFiles | None,
         log: Callable[[str], None],
         cancelled: Callable[[], bool],
     ) -> None:
@@ -198,6 +257,8 @@ class EnvironmentBuilder:
                 env,
                 lease,
             )
+            if project is not None:
+                self._sync(uv, path, cache, project, log, cancelled, env, lease)
             if requirements:
                 self._run(
                     [
@@ -227,6 +288,44 @@ class EnvironmentBuilder:
             json.dumps({"requirements": list(requirements), "built_at": time.time()})
         )
         os.chmod(path / READY_MARKER, 0o644)
+
+    def _sync(
+        self,
+        uv: Sequence[str],
+        path: Path,
+        scratch: Path,
+        project: ProjectFiles,
+        log: Callable[[str], None],
+        cancelled: Callable[[], bool],
+        env: dict[str, str],
+        lease: UidLease | None,
+    ) -> None:
+        """``uv sync --frozen`` of a copy of the project's two files (in the build's own scratch
+        directory) into ``path``. The project itself is not installed: the task runs in its
+        workspace, whose copy changes from attempt to attempt."""
+        directory = scratch / "project"
+        directory.mkdir(mode=0o700)
+        for name, data in ((PYPROJECT, project.pyproject), (UV_LOCK, project.lock)):
+            (directory / name).write_bytes(data)
+        if lease is not None:
+            for name in (directory, directory / PYPROJECT, directory / UV_LOCK):
+                os.chown(name, lease.uid, lease.uid)
+        argv = [
+            *uv,
+            "sync",
+            "--frozen",
+            "--no-install-project",
+            "--no-config",
+            "--python",
+            str(path / "bin" / "python"),
+            "--project",
+            str(directory),
+        ]
+        for extra in project.extras:
+            argv += ["--extra", extra]
+        self._run(
+            argv, project.describe(), log, cancelled, {**env, "UV_PROJECT_ENVIRONMENT": str(path)}, lease
+        )
 
     def _link_parent_site(self, path: Path) -> None:
         """A .pth line in the environment's site-packages that appends the worker's site dirs
@@ -283,8 +382,18 @@ class EnvironmentBuilder:
         for line in lines[-_OUTPUT_LINES_LOGGED:]:
             log(f"uv: {line}")
         if code != 0:
-            last = next((line.strip() for line in reversed(lines) if line.strip()), "no output")
-            raise EnvironmentBuildError(f"{what} failed (uv exited with code {code}): {last}")
+            raise EnvironmentBuildError(f"{what} failed (uv exited with code {code}): {uv_error(lines)}")
+
+
+def uv_error(lines: Sequence[str], limit: int = 6) -> str:
+    """uv's own error lines (from its first ``error:`` or ``×`` line, a few at most, joined), else
+    its last line: the one thing a user needs to fix the lock or the requirement."""
+    stripped = [line.strip() for line in lines]
+    start = next((i for i, line in enumerate(stripped) if line.startswith(("error:", "×", "x "))), None)
+    if start is None:
+        return next((line for line in reversed(stripped) if line), "no output")
+    shown = [line for line in stripped[start:] if line and set(line) - set("|^ ")][:limit]
+    return " / ".join(shown)
 
 
 def build_environment(home: Path | None) -> dict[str, str]:

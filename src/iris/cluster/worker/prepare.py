@@ -8,7 +8,7 @@ from pathlib import Path
 from iris.cluster.runtime.isolation import Isolation
 from iris.cluster.runtime.subprocess_runtime import Preparation
 from iris.cluster.worker.bundles import BundleCache
-from iris.cluster.worker.environments import EnvironmentBuilder
+from iris.cluster.worker.environments import EnvironmentBuilder, ProjectFiles
 from iris.cluster.worker.safe_unpack import MAX_BYTES, MAX_MEMBERS
 from iris.rpc.models import RunSpec
 
@@ -39,7 +39,10 @@ class AttemptPreparer:
         self.environments = EnvironmentBuilder(envs_dir or Path(state_dir) / "envs", isolation=isolation)
 
     def needed(self, spec: RunSpec) -> bool:
-        return bool(spec.bundle_id) or bool(spec.environment is not None and spec.environment.pip_packages)
+        environment = spec.environment
+        return bool(spec.bundle_id) or bool(
+            environment is not None and (environment.pip_packages or environment.project)
+        )
 
     def prepare(
         self, spec: RunSpec, work_dir: Path, log: Callable[[str], None], cancelled: Callable[[], bool]
@@ -53,8 +56,11 @@ class AttemptPreparer:
             log(f"unpacked bundle {spec.bundle_id[:12]} ({count} files) into {work_dir}")
             env["IRIS_BUNDLE_ID"] = spec.bundle_id
         packages = spec.environment.pip_packages if spec.environment is not None else []
-        if packages:
-            built = self.environments.ensure(packages, log=log, cancelled=cancelled)
+        project = None
+        if spec.environment is not None and spec.environment.project:
+            project = ProjectFiles.read(work_dir, spec.environment.extras)
+        if packages or project is not None:
+            built = self.environments.ensure(packages, project=project, log=log, cancelled=cancelled)
             env["VIRTUAL_ENV"] = str(built.path)
             path_prepend = (str(built.bin_dir),)
             python = str(built.python)

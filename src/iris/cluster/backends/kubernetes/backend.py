@@ -76,11 +76,21 @@ WATCH_SERVER_TIMEOUT_S = 5
 class KubernetesBackend:
     """Pods + Kueue behind the same reconcile contract as a worker daemon."""
 
-    def __init__(self, config: KubernetesBackendConfig, *, controller_url: str, backend_id: str) -> None:
+    def __init__(
+        self,
+        config: KubernetesBackendConfig,
+        *,
+        controller_url: str,
+        backend_id: str,
+        api_factory: Callable[[KubernetesBackendConfig], KubeApi] = KubeApi,
+    ) -> None:
+        """``api_factory`` makes the API connections (one for calls, one for the watch); unit
+        tests pass an in-memory fake of :class:`KubeApi` here."""
         self.config = config
         self.controller_url = controller_url
         self.backend_id = backend_id
-        self._api = KubeApi(config)
+        self._api_factory = api_factory
+        self._api = api_factory(config)
         self._selector = {LABEL_MANAGED: "true", LABEL_BACKEND_ID: label_value(backend_id)}
         self._pool = ThreadPoolExecutor(
             max_workers=config.max_concurrent_requests, thread_name_prefix="iris-k8s"
@@ -270,7 +280,7 @@ class KubernetesBackend:
         """
         if self._watcher is not None:
             raise RuntimeError("watch_changes was already started")
-        self._watch_api = KubeApi(self.config)
+        self._watch_api = self._api_factory(self.config)
         self._watcher = threading.Thread(
             target=self._watch_loop, args=(self._watch_api, on_change), name="iris-k8s-watch", daemon=True
         )

@@ -158,6 +158,8 @@ export function cliEquivalent(spec) {
   for (const p of spec.ports || []) args.push("--port", p);
   for (const s of spec.secrets || []) args.push("--secret", s.env && s.env !== s.name ? `${s.name}=${s.env}` : s.name);
   for (const pkg of (spec.environment && spec.environment.pip_packages) || []) args.push("--pip", pkg);
+  // The project environment (uv sync of the workspace) is the CLI's default where there is a uv.lock.
+  for (const extra of (spec.environment && spec.environment.extras) || []) args.push("--extra", extra);
   if (spec.environment && Object.keys(spec.environment.env_vars || {}).length) {
     unsupported.push("environment variables of the job's environment (use --env)");
   }

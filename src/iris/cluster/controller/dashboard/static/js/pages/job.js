@@ -74,13 +74,15 @@ const FAILURE_KINDS = {
   gang_failed: "gang failed",
   start_failed: "could not start",
   disk: "out of disk",
+  image: "image unavailable",
+  environment: "ENVIRONMENT (uv could not build it)",
 };
 
 /** The failure kind shown beside a FAILED job's state (as the CLI's `FAILED (TIMEOUT)`), or null. */
 function shownFailureKind(d) {
   if (d.state !== "FAILED") return null;
   const t = (d.tasks || []).find((x) => x.failure);
-  return t && (["timeout", "oom", "disk"].includes(t.failure.kind)) ? t.failure.kind : null;
+  return t && (["timeout", "oom", "disk", "environment"].includes(t.failure.kind)) ? t.failure.kind : null;
 }
 
 function failureBlock(t) {
