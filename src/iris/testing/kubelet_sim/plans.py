@@ -1,6 +1,6 @@
 """What to run for a pod: a ContainerPlan per container, built the way the kubelet would.
 
-Shared by the in-process simulator and the node agent for a real API server; ``lookup`` fetches
+Used by the node agent for the real API server; ``lookup`` fetches
 ConfigMaps and Secrets from whichever API server the caller talks to.
 """
 

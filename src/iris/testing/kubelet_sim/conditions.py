@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from iris.testing.fake_apiserver import utc_timestamp
+from iris.testing.kubelet_sim.k8s_types import utc_timestamp
 
 
 def set_condition(

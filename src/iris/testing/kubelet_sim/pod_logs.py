@@ -1,4 +1,4 @@
-"""Container logs, written by the kubelet simulator and served by the ``pods/log`` subresource.
+"""Container logs, written by the node agent and served by its kubelet API (``containerLogs``).
 
 Each container of each pod (by pod uid) has one file of lines ``<RFC3339Nano timestamp> <text>``,
 as the kubelet keeps them, so ``timestamps``, ``sinceSeconds`` and ``tailLines`` can be honoured.
