@@ -1,13 +1,12 @@
 """A backend-neutral harness for journeys: a real cluster, a client, and invariants after every step.
 
-Four substrates run the same journeys: ``worker`` (controller + worker daemons), ``container``
+Three substrates run the same journeys: ``worker`` (controller + worker daemons), ``container``
 (the same, with ``defaults.task_image`` set: every task runs in the ``iris-test/python:3.11`` image
-on the session's ``container_engine``), ``kubernetes`` (the KUBERNETES backend against the sandbox:
-fake API server with Kueue and kubelet simulators) and ``real_k8s`` (the KUBERNETES backend against
-the real kube-apiserver, scheduler, controller-manager and Kueue of the session's
-``real_control_plane``, pods run by the node agent; marker ``real_k8s``).
+on the session's ``container_engine``) and ``real_k8s`` (the KUBERNETES backend against the real
+kube-apiserver, scheduler, controller-manager and Kueue of the session's ``real_control_plane``,
+pods on its node-agent nodes; marker ``real_k8s``).
 
-A fifth, ``real_kubelet``, is the same real components with a real kubelet and containerd as the
+A fourth, ``real_kubelet``, is the same real components with a real kubelet and containerd as the
 only node (``real_kubelet_plane``; marker ``real_kubelet``; task pods run the local image
 ``iris-test/busybox:1``). Which journeys run there (tests/journeys/test_real_kubelet.py): the job
 model (replicas, retries, a failure without budget), logs that outlive the pod, OOM, execution
@@ -27,7 +26,6 @@ it waits, so the invariants are checked on every state the cluster passes throug
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -53,7 +51,7 @@ T = TypeVar("T")
 
 
 KUBECTL = "kubectl"
-SUBSTRATES = ("worker", "container", "kubernetes", "real_k8s", "real_kubelet")
+SUBSTRATES = ("worker", "container", "real_k8s", "real_kubelet")
 # Task pods on the real node run this locally built image (iris.testing.images; no registry).
 REAL_KUBELET_IMAGE = "iris-test/busybox:1"
 # Every task of the ``container`` substrate runs in this image (the cluster's defaults.task_image);
@@ -62,14 +60,9 @@ CONTAINER_IMAGE = PYTHON_IMAGE
 # The container substrate, where dockerd is installed (.ci/run installs it).
 CONTAINER: list[Any] = ["container"] if engines.available() else []
 # The real control plane as a parameter (marker real_k8s, session fixture real_control_plane).
-# It joins as soon as the control-plane test package is in the tree.
-REAL_K8S: list[Any] = (
-    [pytest.param("real_k8s", marks=pytest.mark.real_k8s)]
-    if importlib.util.find_spec("iris.testing.control_plane") is not None
-    else []
-)
+REAL_K8S: list[Any] = [pytest.param("real_k8s", marks=pytest.mark.real_k8s)]
 # The one parametrisation of backend-neutral journeys: every substrate, the same assertions.
-SUBSTRATE_PARAMS: list[Any] = ["worker", "kubernetes", *REAL_K8S]
+SUBSTRATE_PARAMS: list[Any] = ["worker", *REAL_K8S]
 # ... and the same on containers: for the journeys whose paths differ in an image (job model, logs).
 WITH_CONTAINERS: list[Any] = [*SUBSTRATE_PARAMS, *CONTAINER]
 
@@ -136,8 +129,7 @@ class Journey:
     client: IrisClient
     cluster: LocalCluster
     backend: str
-    # worker, container (worker daemons, every task in an image), kubernetes (the sandbox), real_k8s
-    # or real_kubelet
+    # worker, container (worker daemons, every task in an image), real_k8s or real_kubelet
     substrate: str = "worker"
     kube: Kube | None = None
     finished_tasks: dict[str, str] = field(default_factory=dict)
@@ -290,9 +282,8 @@ def journey_cluster(
     attributes: list[dict[str, str]] | None = None,
     control_plane: Any = None,
 ) -> Iterator[Journey]:
-    """A cluster on ``substrate``; ``real_k8s`` and ``real_kubelet`` need the session's
-    ``control_plane`` (its namespace is cleared of Iris pods before and after, so modules do not
-    see each other's)."""
+    """A cluster on ``substrate``; ``real_k8s`` needs the session's ``control_plane`` (its
+    namespace is cleared of Iris pods before and after, so modules do not see each other's)."""
     if substrate not in SUBSTRATES:
         raise ValueError(f"unknown substrate {substrate!r}")
     backend = "worker" if substrate in ("worker", "container") else "kubernetes"
@@ -338,10 +329,6 @@ def journey_cluster(
         if config_dir is not None:
             config_dir.cleanup()
         raise
-    if substrate == "kubernetes":
-        kube = Kube(
-            Path(str(cluster.ready_info["kubeconfig"])), str(cluster.ready_info.get("namespace", "iris"))
-        )
     client = IrisClient(cluster.url)
     try:
         yield Journey(client=client, cluster=cluster, backend=backend, substrate=substrate, kube=kube)
