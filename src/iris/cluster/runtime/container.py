@@ -217,7 +217,8 @@ class ContainerTaskRuntime:
                 size = format_bytes(limit) if limit else "its limit"
                 facts = ExitFacts(
                     oom=True,
-                    message=f"out of memory (the container was OOM-killed): used {size}, limit {size}",
+                    message=f"out of memory (the container reached its memory limit and was OOM-killed): "
+                    f"used {size}, limit {size}",
                     exit_code=137,
                 )
             if state is not None:
