@@ -9,6 +9,7 @@ line by line, and checks the result.
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -24,6 +25,8 @@ def ensure_built(progress: Progress) -> Path:
     try:
         return require_binaries()
     except MissingBinaries as missing:
+        if os.environ.get("IRIS_K8S_BIN_DIR"):  # a folder of the user's own: nothing to build there
+            raise
         root = repo_root()
         if root is None:
             raise MissingBinaries(f"{missing} (and no source checkout to build from)") from None

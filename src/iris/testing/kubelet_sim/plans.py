@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from iris.testing.k8s_quantity import parse_quantity
 from iris.testing.kubelet_sim.container_env import (
     ContainerConfigError,
     Lookup,
@@ -20,6 +19,7 @@ from iris.testing.kubelet_sim.container_env import (
     container_argv,
 )
 from iris.testing.kubelet_sim.mounts import container_mounts, to_host
+from iris.testing.kubelet_sim.quantity import parse_quantity
 from iris.testing.kubelet_sim.runner import ContainerPlan
 
 
