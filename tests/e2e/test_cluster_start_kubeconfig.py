@@ -94,7 +94,7 @@ def test_local_cluster_starts_its_own_real_control_plane(tmp_path: Path) -> None
     """One cluster start of ~30 s on a loaded machine: the whole local Kubernetes path, once."""
     state = tmp_path / "state"
     out = tmp_path / "start.log"
-    proc = _start(["--state-dir", str(state)], out)
+    proc = _start(["--state-dir", str(state), "--real-node", "no"], out)
     pids: list[int] = []
     try:
         match = wait_until(

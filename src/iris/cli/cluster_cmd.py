@@ -108,6 +108,15 @@ def _build_control_plane() -> None:
     "--queue", default="iris", show_default=True, help="With --kubeconfig: the Kueue LocalQueue of task pods."
 )
 @click.option(
+    "--real-node",
+    type=click.Choice(["auto", "yes", "no"]),
+    default="auto",
+    show_default=True,
+    help="With --backend kubernetes and no --kubeconfig: run pods on a real kubelet with containerd "
+    "(yes), on node agents (no), or on the first when this machine allows it (auto: root, cgroups, "
+    "containerd, runc and the CNI plugins).",
+)
+@click.option(
     "--no-auth",
     is_flag=True,
     help="Do not require the one-time token: any local user can then use the cluster (web pages "
@@ -125,6 +134,7 @@ def cluster_start(
     kubeconfig: Path | None,
     namespace: str,
     queue: str,
+    real_node: str,
     no_auth: bool,
 ) -> None:
     """Run a controller plus N worker daemons in the foreground; Ctrl-C stops them all.
@@ -143,9 +153,11 @@ def cluster_start(
 
     With --backend kubernetes there are no workers: the controller runs tasks as pods, on a real
     local control plane (etcd, kube-apiserver, scheduler, controller-manager and Kueue from the
-    cache of scripts/k8s-control-plane build, built first if missing) whose nodes are node agents
-    running pods as local process groups, or with --kubeconfig in any cluster prepared with
-    `iris k8s manifests | kubectl apply -f -`.
+    cache of scripts/k8s-control-plane build, built first if missing) whose node is a real kubelet
+    with containerd when this machine allows it (root; pods are containers of the local image
+    iris-test/python:3.11 and reach nothing beyond their node, so submit with --no-workspace),
+    else node agents running pods as local process groups (--real-node says which), or with
+    --kubeconfig in any cluster prepared with `iris k8s manifests | kubectl apply -f -`.
     """
     from iris.client.local_cluster import LocalCluster, machine_share
 
@@ -202,6 +214,7 @@ def cluster_start(
         # A --config says itself whether there is auth (its autoscaled workers use its tokens);
         # a Kubernetes backend's pods are configured by their cluster.
         one_time_token=not no_auth and config_path is None and backend == "worker",
+        real_node=real_node,
     )
     if backend == "kubernetes" and kubeconfig is None:
         _build_control_plane()

@@ -70,6 +70,7 @@ class LocalCluster:
         namespace: str = "iris",
         local_queue: str = "iris",
         one_time_token: bool = False,
+        real_node: str = "no",
     ) -> None:
         """``token``: when the controller requires one (a config with ``auth``), an admin token for
         the launcher's own checks; the workers it starts authenticate with ``worker_token``.
@@ -110,6 +111,9 @@ class LocalCluster:
         self.kubeconfig = Path(kubeconfig) if kubeconfig is not None else None
         self.namespace = namespace
         self.local_queue = local_queue
+        # kubernetes backend without a kubeconfig: a real kubelet + containerd node ("yes"), the
+        # node agents ("no"), or the first when this machine allows it ("auto").
+        self.real_node = real_node
         self.url = ""
         self.ready_info: dict[str, object] = {}
         self.controller: _Child | None = None
@@ -196,7 +200,7 @@ class LocalCluster:
         argv = [
             sys.executable, "-m", "iris.testing.control_plane", "serve",
             "--run-dir", str(self.state_dir / "k8s"), "--ready-file", str(ready),
-            "--nodes", str(K8S_LOCAL_NODES),
+            "--nodes", str(K8S_LOCAL_NODES), "--real-node", self.real_node,
         ]  # fmt: skip
         self.control_plane = self._spawn("k8s-control-plane", argv)
         # Starting the plane takes seconds to minutes on a loaded machine (longer if it builds).
@@ -214,12 +218,16 @@ class LocalCluster:
                 "k8s_server_url": info["server_url"],
                 "namespace": info["namespace"],
                 "k8s_nodes": info["node_names"],
-                "k8s_runtime": "node agent (pods run as local process groups)",
+                "k8s_runtime": info.get("runtime") or "node agent (pods run as local process groups)",
+                "k8s_real_node": info.get("real_node"),
             }
         )
+        image: list[str] = []
+        if info.get("default_image") and "--image" not in self.controller_args:
+            image = ["--image", str(info["default_image"])]
         return [
             "--kubeconfig", str(info["controller_kubeconfig"]), "--namespace", str(info["namespace"]),
-            "--queue", str(info["local_queue"]),
+            "--queue", str(info["local_queue"]), *image,
         ]  # fmt: skip
 
     def add_worker(

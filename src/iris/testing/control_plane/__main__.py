@@ -22,6 +22,10 @@ from iris.testing.control_plane.cluster import (
     stop_run_dir,
 )
 from iris.testing.control_plane.processes import StartupError, alive
+from iris.testing.control_plane.real_node import RUNTIME, missing_requirements
+
+# Task pods on a real node run this locally built image by default (iris.testing.images).
+REAL_NODE_IMAGE = "iris-test/python:3.11"
 
 
 def _default_run_dir() -> Path:
@@ -40,7 +44,22 @@ def _summary(cp: ControlPlane) -> dict[str, object]:
         "run_dir": str(cp.run_dir),
         "versions": cp.versions,
         "ready_seconds": cp.ready_seconds,
+        "real_node": cp.real_node_name,
     }
+
+
+def _real_node(choice: str) -> tuple[bool, str]:
+    """Whether to run a real kubelet node, and the one line that says which nodes run pods."""
+    missing = missing_requirements()
+    if choice == "no" or (choice == "auto" and missing):
+        why = f"; no real kubelet here: needs {', '.join(missing)}" if missing else ""
+        return False, f"node agent (pods run as local process groups{why})"
+    if missing:
+        raise StartupError(f"this machine cannot run a real kubelet node (missing: {', '.join(missing)})")
+    return (
+        True,
+        f"real kubelet, {RUNTIME} (pods run in containers; image {REAL_NODE_IMAGE} unless the job names one)",
+    )
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -66,8 +85,10 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     ensure_built(lambda line: print(line, file=sys.stderr, flush=True))
+    real, runtime = _real_node(args.real_node)
     options = ControlPlaneOptions(
-        nodes=args.nodes,
+        nodes=0 if real else args.nodes,
+        real_node=real,
         node_cpu=args.node_cpu,
         node_memory=args.node_memory,
         run_dir=args.run_dir,
@@ -76,7 +97,9 @@ def _serve(args: argparse.Namespace) -> int:
     stop_run_dir(args.run_dir)  # what a killed earlier run left
     cp = start_control_plane(options)
     try:
-        summary = {**_summary(cp), "pid": os.getpid()}
+        summary = {**_summary(cp), "pid": os.getpid(), "runtime": runtime}
+        if real:
+            summary["default_image"] = REAL_NODE_IMAGE
         if args.ready_file is not None:
             tmp = args.ready_file.with_name(args.ready_file.name + ".tmp")
             tmp.write_text(json.dumps(summary))
@@ -121,6 +144,14 @@ def main(argv: list[str] | None = None) -> int:
             command.add_argument("--nodes", type=int, default=2)
             command.add_argument("--node-cpu", default="4")
             command.add_argument("--node-memory", default="8Gi")
+        if name == "serve":
+            command.add_argument(
+                "--real-node",
+                choices=["auto", "yes", "no"],
+                default="no",
+                help="a real kubelet + containerd node instead of the node-agent nodes "
+                "(auto: when this machine allows it: root, cgroups, containerd, runc, CNI plugins)",
+            )
     args = parser.parse_args(argv)
     try:
         return {"up": _up, "serve": _serve, "down": _down, "status": _status}[args.command](args)

@@ -42,6 +42,12 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 # Images imported into containerd's k8s.io namespace (pods name them without a registry).
 NODE_IMAGES = (images.PAUSE_IMAGE, images.BUSYBOX_IMAGE, images.PYTHON_IMAGE)
 RUNTIME = "containerd"
+# containerd's socket, in the tmpfs over /run/containerd of its private mount namespace (a path
+# under the run dir can exceed the 104 bytes a unix socket path may have); the kubelet and ctr
+# reach it by joining that mount namespace.
+SOCKET = "/run/containerd/containerd.sock"
+# The node's folder, bind-mounted there too: the kubelet's root dir holds unix sockets as well.
+NODE_DIR = "/run/containerd/node"
 
 
 def missing_requirements() -> list[str]:
@@ -107,10 +113,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
 
 [grpc]
-  address = "{root / "containerd.sock"}"
+  address = "{SOCKET}"
 
 [ttrpc]
-  address = "{root / "containerd.sock.ttrpc"}"
+  address = "{SOCKET}.ttrpc"
 
 [plugins."io.containerd.internal.v1.opt"]
   path = "{root / "opt"}"
@@ -178,7 +184,7 @@ def _kubelet_config(
         "authorization": {"mode": "AlwaysAllow"},
         "tlsCertFile": str(serving.cert),
         "tlsPrivateKeyFile": str(serving.key),
-        "containerRuntimeEndpoint": f"unix://{base / 'containerd' / 'containerd.sock'}",
+        "containerRuntimeEndpoint": f"unix://{SOCKET}",
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": state.cgroup_root,
         "failCgroupV1": False,
@@ -272,7 +278,8 @@ def _start(
     # containerd: in the namespace, in a private mount namespace, under a subreaper.
     script = (
         "mkdir -p /run/containerd && mount -t tmpfs -o mode=0711 iris-containerd /run/containerd && "
-        'mount -t tmpfs -o mode=0755 iris-netns /run/netns && exec "$@"'
+        "mount -t tmpfs -o mode=0755 iris-netns /run/netns && "
+        f'mkdir -p {NODE_DIR} && mount --bind "{base}" {NODE_DIR} && exec "$@"'
     )
     argv = [
         "nsenter", f"--net=/run/netns/{link.name}", "--",
@@ -287,11 +294,10 @@ def _start(
     state.pids["containerd"] = proc.pid
     if on_launch:
         on_launch("containerd", proc)
-    sock = cd_dir / "containerd.sock"
-    _wait(lambda: sock.exists() and _ctr(sock, "version").returncode == 0, "containerd answering", proc, logs)
+    _wait(lambda: _ctr(proc.pid, "version").returncode == 0, "containerd answering", proc, logs)
     for name in NODE_IMAGES:
         archive = images.image_archive(name)
-        done = _ctr(sock, "-n", "k8s.io", "images", "import", "--no-unpack=false", str(archive), timeout=300)
+        done = _ctr(proc.pid, "-n", "k8s.io", "images", "import", str(archive), timeout=300)
         if done.returncode != 0:
             raise StartupError(f"ctr images import {name} failed: {done.stderr.strip()[-300:]}")
         state.images.append(name)
@@ -315,7 +321,7 @@ def _start(
         str(bin_dir / "kubelet"),
         f"--config={config}",
         f"--kubeconfig={kubeconfig}",
-        f"--root-dir={base / 'kubelet'}",
+        f"--root-dir={NODE_DIR}/kubelet",
         f"--hostname-override={state.name}",
         f"--node-ip={state.node_ip}",
         "--v=1",
@@ -328,9 +334,14 @@ def _start(
     (run_dir / "real-node.json").write_text(json.dumps(asdict(state)))
 
 
-def _ctr(sock: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+def _ctr(pid: int, *args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    """ctr in containerd's mount namespace (where its socket is)."""
     return subprocess.run(
-        ["ctr", "--address", str(sock), *args], capture_output=True, text=True, timeout=timeout, check=False
+        ["nsenter", f"--mount=/proc/{pid}/ns/mnt", "--", "ctr", "--address", SOCKET, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
