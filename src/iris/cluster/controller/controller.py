@@ -76,7 +76,6 @@ from iris.cluster.controller.scheduler.gates import admission_refusal
 from iris.cluster.controller.scheduler.queue import PassScope, PendingQueue
 from iris.cluster.controller.secrets import KEY_FILE, SecretStore, load_or_create_secret_key
 from iris.cluster.controller.worker_health import HealthEvent, WorkerHealthTracker, fence_after
-from iris.cluster.runtime.attempt_env import gang_port
 from iris.cluster.types import JobName
 from iris.rpc.enums import (
     ACTIVE_TASK_STATES,
@@ -97,6 +96,7 @@ from iris.rpc.errors import (
     NotImplementedForBackend,
     PermissionDenied,
 )
+from iris.rpc.gang import gang_port
 from iris.rpc.models import (
     AttemptObservation,
     DesiredAttempt,
