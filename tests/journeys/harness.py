@@ -1,11 +1,10 @@
 """A backend-neutral harness for journeys: a real cluster, a client, and invariants after every step.
 
-Four substrates run the same journeys: ``worker`` (controller + worker daemons), ``container``
+Three substrates run the same journeys: ``worker`` (controller + worker daemons), ``container``
 (the same, with ``defaults.task_image`` set: every task runs in the ``iris-test/python:3.11`` image
-on the session's ``container_engine``), ``kubernetes`` (the KUBERNETES backend against the sandbox:
-fake API server with Kueue and kubelet simulators) and ``real_k8s`` (the KUBERNETES backend against
-the real kube-apiserver, scheduler, controller-manager and Kueue of the session's
-``real_control_plane``; marker ``real_k8s``).
+on the session's ``container_engine``) and ``real_k8s`` (the KUBERNETES backend against the real
+kube-apiserver, scheduler, controller-manager and Kueue of the session's ``real_control_plane``,
+pods on its node-agent nodes; marker ``real_k8s``).
 
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:
@@ -16,7 +15,6 @@ it waits, so the invariants are checked on every state the cluster passes throug
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -42,21 +40,16 @@ T = TypeVar("T")
 
 
 KUBECTL = "kubectl"
-SUBSTRATES = ("worker", "container", "kubernetes", "real_k8s")
+SUBSTRATES = ("worker", "container", "real_k8s")
 # Every task of the ``container`` substrate runs in this image (the cluster's defaults.task_image);
 # its Python is the one journeys' commands call (``j.python``).
 CONTAINER_IMAGE = PYTHON_IMAGE
 # The container substrate, where dockerd is installed (.ci/run installs it).
 CONTAINER: list[Any] = ["container"] if engines.available() else []
 # The real control plane as a parameter (marker real_k8s, session fixture real_control_plane).
-# It joins as soon as the control-plane test package is in the tree.
-REAL_K8S: list[Any] = (
-    [pytest.param("real_k8s", marks=pytest.mark.real_k8s)]
-    if importlib.util.find_spec("iris.testing.control_plane") is not None
-    else []
-)
+REAL_K8S: list[Any] = [pytest.param("real_k8s", marks=pytest.mark.real_k8s)]
 # The one parametrisation of backend-neutral journeys: every substrate, the same assertions.
-SUBSTRATE_PARAMS: list[Any] = ["worker", "kubernetes", *REAL_K8S]
+SUBSTRATE_PARAMS: list[Any] = ["worker", *REAL_K8S]
 # ... and the same on containers: for the journeys whose paths differ in an image (job model, logs).
 WITH_CONTAINERS: list[Any] = [*SUBSTRATE_PARAMS, *CONTAINER]
 
@@ -123,7 +116,7 @@ class Journey:
     client: IrisClient
     cluster: LocalCluster
     backend: str
-    # worker, container (worker daemons, every task in an image), kubernetes (the sandbox) or real_k8s
+    # worker, container (worker daemons, every task in an image) or real_k8s
     substrate: str = "worker"
     kube: Kube | None = None
     finished_tasks: dict[str, str] = field(default_factory=dict)
@@ -316,10 +309,6 @@ def journey_cluster(
         if config_dir is not None:
             config_dir.cleanup()
         raise
-    if substrate == "kubernetes":
-        kube = Kube(
-            Path(str(cluster.ready_info["kubeconfig"])), str(cluster.ready_info.get("namespace", "iris"))
-        )
     client = IrisClient(cluster.url)
     try:
         yield Journey(client=client, cluster=cluster, backend=backend, substrate=substrate, kube=kube)

@@ -1,6 +1,6 @@
 """Backend-neutral journeys about capacity: a job that waits for room, a higher band taking a lower
-one's place, failed gang generations giving their resources back, and a large callable — on WORKER,
-the KUBERNETES sandbox and the real control plane, with the same assertions.
+one's place, failed gang generations giving their resources back, and a large callable — on WORKER
+and the real Kubernetes control plane, with the same assertions.
 
 On Kubernetes the capacity is the ClusterQueue's quota and Kueue decides who waits and who is
 preempted; on WORKER it is the workers' CPUs and the Iris scheduler decides.

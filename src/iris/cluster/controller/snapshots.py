@@ -56,6 +56,22 @@ class WorkerRow:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveAttempt:
+    """An attempt whose runtime is not yet confirmed gone, with what a reconcile plan needs."""
+
+    attempt_uid: str
+    task_id: str
+    job_id: str
+    task_index: int
+    attempt_number: int
+    worker_id: str | None
+    state: TaskState
+    stop_reason: StopReason | None
+    task_state: TaskState
+    current_attempt_uid: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class PendingTask:
     task_id: str
     job_id: str

@@ -1,13 +1,19 @@
-"""``python -m iris.testing.control_plane up|down|status`` (what ``scripts/k8s-control-plane`` runs)."""
+"""``python -m iris.testing.control_plane up|down|status`` (what ``scripts/k8s-control-plane`` runs),
+and ``serve``: build what is missing, start, write ``--ready-file``, stay in the foreground until
+SIGTERM/SIGINT, then stop everything (what ``iris cluster start --local --backend kubernetes`` runs)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from iris.testing.control_plane.binaries import MissingBinaries, cache_root
+from iris.testing.control_plane.build import ensure_built
 from iris.testing.control_plane.cluster import (
     STATE_FILE,
     ControlPlane,
@@ -55,6 +61,33 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    ensure_built(lambda line: print(line, file=sys.stderr, flush=True))
+    options = ControlPlaneOptions(
+        nodes=args.nodes,
+        node_cpu=args.node_cpu,
+        node_memory=args.node_memory,
+        run_dir=args.run_dir,
+        tied_to_parent=True,  # the components die with this process, whatever ends it
+    )
+    stop_run_dir(args.run_dir)  # what a killed earlier run left
+    cp = start_control_plane(options)
+    try:
+        summary = {**_summary(cp), "pid": os.getpid()}
+        if args.ready_file is not None:
+            tmp = args.ready_file.with_name(args.ready_file.name + ".tmp")
+            tmp.write_text(json.dumps(summary))
+            tmp.replace(args.ready_file)
+        print(json.dumps(summary), flush=True)
+        stop.wait()
+    finally:
+        cp.stop()
+    return 0
+
+
 def _down(args: argparse.Namespace) -> int:
     if not stop_run_dir(args.run_dir):
         print(f"no control plane state in {args.run_dir}", file=sys.stderr)
@@ -77,18 +110,20 @@ def _status(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/k8s-control-plane")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("up", "down", "status"):
+    for name in ("up", "serve", "down", "status"):
         command = sub.add_parser(name)
         command.add_argument(
             "--run-dir", type=Path, default=_default_run_dir(), help="state, logs, kubeconfigs"
         )
-        if name == "up":
+        if name == "serve":
+            command.add_argument("--ready-file", type=Path, help="JSON summary written once ready")
+        if name in ("up", "serve"):
             command.add_argument("--nodes", type=int, default=2)
             command.add_argument("--node-cpu", default="4")
             command.add_argument("--node-memory", default="8Gi")
     args = parser.parse_args(argv)
     try:
-        return {"up": _up, "down": _down, "status": _status}[args.command](args)
+        return {"up": _up, "serve": _serve, "down": _down, "status": _status}[args.command](args)
     except (MissingBinaries, StartupError) as exc:
         print(str(exc), file=sys.stderr)
         return 1

@@ -15,8 +15,9 @@ from typing import Any
 
 import psutil
 
-from iris.testing.fake_apiserver import ContainerLog, utc_timestamp
 from iris.testing.kubelet_sim import pod_status
+from iris.testing.kubelet_sim.k8s_types import utc_timestamp
+from iris.testing.kubelet_sim.pod_logs import ContainerLog
 
 log = logging.getLogger(__name__)
 

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from iris.cluster.controller.snapshots import (
     JobRow,
+    LiveAttempt,
     WorkerRow,
 )
 from iris.cluster.controller.store.rows import (
@@ -20,7 +21,6 @@ from iris.cluster.controller.store.rows import (
     TASK_STATE,
     AttemptRow,
     EventRow,
-    LiveAttempt,
     TaskRow,
     WaitingTask,
     row_to_attempt,
