@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from time import perf_counter
+from typing import cast
 
 from .fleet import Fleet, Shape
 from .gangs import place_gang
@@ -198,7 +199,7 @@ def explain_pending(
                 found = by_shape[id(cause)] = shape_reason(fleet, cause)
             code, message = found
         else:
-            code, message = cause
+            code, message = cast(Reason, cause)
         reasons[task.task_id] = PendingReason(code, message, positions[band])
     return reasons
 

@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import final
 
 from iris.rpc.enums import PriorityBand
 
@@ -39,6 +40,7 @@ def natural_key(text: str) -> tuple[object, ...]:
     return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(text))
 
 
+@final
 @dataclass(slots=True, eq=False)
 class Gang:
     """The pending tasks of one coscheduled job; placed all together or not at all."""

@@ -90,7 +90,7 @@ class AttemptRow:
 
 
 def row_to_task(r: sqlite3.Row) -> TaskRow:
-    return TaskRow(*r[:3], TASK_STATE[r[3]], *r[4:])
+    return TaskRow(*r[:3], TASK_STATE[r[3]], *r[4:])  # pyright: ignore[reportCallIssue] (TASK_COLUMNS)
 
 
 ATTEMPT_ROW_SQL = (
@@ -101,7 +101,7 @@ ATTEMPT_ROW_SQL = (
 
 
 def row_to_attempt(r: sqlite3.Row) -> AttemptRow:
-    return AttemptRow(*r[:5], TASK_STATE[r[5]], *r[6:])
+    return AttemptRow(*r[:5], TASK_STATE[r[5]], *r[6:])  # pyright: ignore[reportCallIssue] (ATTEMPT_ROW_SQL)
 
 
 def retry_budgets_of(spec_json: str) -> tuple[int, int]:
