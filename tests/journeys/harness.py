@@ -6,6 +6,17 @@ on the session's ``container_engine``) and ``real_k8s`` (the KUBERNETES backend 
 kube-apiserver, scheduler, controller-manager and Kueue of the session's ``real_control_plane``,
 pods on its node-agent nodes; marker ``real_k8s``).
 
+A fourth, ``real_kubelet``, is the same real components with a real kubelet and containerd as the
+only node (``real_kubelet_plane``; marker ``real_kubelet``; task pods run the local image
+``iris-test/busybox:1``). Which journeys run there (tests/journeys/test_real_kubelet.py): the job
+model (replicas, retries, a failure without budget), logs that outlive the pod, OOM, execution
+timeout, kill, exec and process status, a pod deleted from outside, image pull failure. They stay
+on node-agent nodes (``real_k8s``) when they need several nodes (constraints and pools across
+workers, preemption and quota stories sized for four nodes, ``test_worker_scheduling``) or a pod
+that talks back to the controller (gangs, whose rendezvous init container calls it; callables,
+sub-jobs, endpoints, ``distributed``): the pods of the real node live in its own network namespace
+and reach nothing beyond it.
+
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:
 - no task has two active attempts at once;
@@ -40,7 +51,9 @@ T = TypeVar("T")
 
 
 KUBECTL = "kubectl"
-SUBSTRATES = ("worker", "container", "real_k8s")
+SUBSTRATES = ("worker", "container", "real_k8s", "real_kubelet")
+# Task pods on the real node run this locally built image (iris.testing.images; no registry).
+REAL_KUBELET_IMAGE = "iris-test/busybox:1"
 # Every task of the ``container`` substrate runs in this image (the cluster's defaults.task_image);
 # its Python is the one journeys' commands call (``j.python``).
 CONTAINER_IMAGE = PYTHON_IMAGE
@@ -116,7 +129,7 @@ class Journey:
     client: IrisClient
     cluster: LocalCluster
     backend: str
-    # worker, container (worker daemons, every task in an image) or real_k8s
+    # worker, container (worker daemons, every task in an image), real_k8s or real_kubelet
     substrate: str = "worker"
     kube: Kube | None = None
     finished_tasks: dict[str, str] = field(default_factory=dict)
@@ -252,6 +265,8 @@ def substrate_cluster(request: pytest.FixtureRequest, **kwargs: Any) -> Iterator
     """``journey_cluster`` for a fixture parametrised by ``SUBSTRATE_PARAMS``."""
     substrate = str(request.param)
     control_plane = request.getfixturevalue("real_control_plane") if substrate == "real_k8s" else None
+    if substrate == "real_kubelet":
+        control_plane = request.getfixturevalue("real_kubelet_plane")
     if substrate == "container":
         request.getfixturevalue("container_engine")  # the engine up, the images loaded
     with journey_cluster(substrate, control_plane=control_plane, **kwargs) as journey:
@@ -284,11 +299,16 @@ def journey_cluster(
             " worker: {reconcile_interval_s: 0.5, unreachable_grace_s: 8.0}}\n"
         )
         cluster_args = {"controller_args": ["--config", str(config)]}
-    if substrate == "real_k8s":
+    if substrate == "real_kubelet":
+        # No registry answers the node: a pull fails at once, and 3 s of grace end the attempt.
+        config = Path(control_plane.run_dir) / "iris-real-kubelet.yaml"
+        config.write_text("backend:\n  kind: kubernetes\n  kubernetes:\n    image_pull_grace_s: 3\n")
+        cluster_args = {"controller_args": ["--image", REAL_KUBELET_IMAGE, "--config", str(config)]}
+    if substrate in ("real_k8s", "real_kubelet"):
         kube = Kube(Path(control_plane.admin_kubeconfig), control_plane.namespace)
         kube.clear()
         # The controller runs with its ServiceAccount's token: our RBAC meets the real authorizer.
-        cluster_args = {
+        cluster_args |= {
             "kubeconfig": control_plane.controller_kubeconfig,
             "namespace": control_plane.namespace,
             "local_queue": control_plane.local_queue,
@@ -315,7 +335,7 @@ def journey_cluster(
     finally:
         client.close()
         cluster.stop()
-        if substrate == "real_k8s" and kube is not None:
+        if substrate in ("real_k8s", "real_kubelet") and kube is not None:
             kube.clear()
         if config_dir is not None:
             config_dir.cleanup()

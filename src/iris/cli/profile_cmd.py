@@ -61,7 +61,7 @@ def job_profile(
     """
     from iris.client.log_pages import task_path
     from iris.rpc.enums import TaskState
-    from iris.rpc.models import ExecRequest, ExecResponse
+    from iris.rpc.models import ExecRequest, ExecResponse, ProfileRequest
 
     try:
         seconds = parse_duration(duration)
@@ -82,7 +82,8 @@ def job_profile(
                 f"task {task_index} of {handle.job_id} is {task.state.value.lower()}, not running; "
                 "only a running task can be profiled"
             )
-        body = ExecRequest(argv=argv, timeout_s=wait_s)
+        profile = ProfileRequest(kind=kind, duration_s=seconds, format=fmt)  # type: ignore[arg-type]
+        body = ExecRequest(argv=argv, timeout_s=wait_s, profile=profile)
         answer = client.http.request(
             "POST",
             f"/api/v1/tasks/{task_path(handle.job_id)}/{task_index}:exec",

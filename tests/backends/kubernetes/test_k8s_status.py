@@ -20,6 +20,12 @@ def observe(pod: dict[str, Any] | None, *, now: float = T0 + 10, kueue_reason: s
     return map_pod_status(pod, now=now, image_pull_grace_s=GRACE, kueue_reason=kueue_reason)
 
 
+def _deleted(pod: dict[str, Any], *, grace: int) -> dict[str, Any]:
+    pod["metadata"]["deletionTimestamp"] = iso(T0 + 5)
+    pod["metadata"]["deletionGracePeriodSeconds"] = grace
+    return pod
+
+
 ROWS: list[tuple[str, dict[str, Any] | None, TaskState, str | None]] = [
     ("missing", None, TaskState.MISSING, "pod not found"),
     ("kueue gated", make_pod(gates=[KUEUE]), TaskState.ASSIGNED, "waiting for Kueue admission"),
@@ -122,6 +128,20 @@ ROWS: list[tuple[str, dict[str, Any] | None, TaskState, str | None]] = [
         make_pod(phase="Running", deleting=True, container_state=running()),
         TaskState.WORKER_FAILED,
         "being deleted outside Iris",
+    ),
+    (
+        # kubectl delete pod --wait=false: the kubelet's SIGTERM ends the task (143) and the pod
+        # fails before it goes; deletion asked at T0+5-30 (deletionTimestamp minus the grace).
+        "deleted by someone else, the kubelet's SIGTERM ended it",
+        _deleted(make_pod(phase="Failed", container_state=terminated(143, end=T0 + 2)), grace=30),
+        TaskState.WORKER_FAILED,
+        "deleted outside Iris",
+    ),
+    (
+        "failed on its own, deleted afterwards",
+        _deleted(make_pod(phase="Failed", container_state=terminated(3, end=T0 - 40)), grace=30),
+        TaskState.FAILED,
+        "exited with code 3",
     ),
     (
         "kueue stopping a running pod",

@@ -5,6 +5,7 @@ route both build it here), and a text summary of py-spy's collapsed stacks."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Literal
 
 Kind = Literal["cpu", "threads", "memory"]
@@ -72,3 +73,22 @@ def failure_sentence(stderr: str, exit_code: int) -> str:
     if "python version" in detail.lower() or "not a python" in detail.lower():
         detail = f"the task is not running Python ({detail})"
     return detail
+
+
+# An engine's --init process (docker-init is tini): the task is its child.
+_INIT_NAMES = {"docker-init", "tini", "catatonit", "dumb-init"}
+
+
+def container_task_pid(init_pid: int, proc: Path = Path("/proc")) -> int:
+    """The host pid of a container's task process: its init's first child when the engine put an
+    init in front of it, else the init itself; 0 when the container is not running."""
+    if init_pid <= 0:
+        return 0
+    try:
+        name = (proc / str(init_pid) / "comm").read_text().strip()
+        if name not in _INIT_NAMES:
+            return init_pid
+        children = (proc / str(init_pid) / "task" / str(init_pid) / "children").read_text().split()
+    except OSError:
+        return 0
+    return int(children[0]) if children else 0

@@ -6,7 +6,8 @@ The rules, in order:
 - Succeeded -> SUCCEEDED; Failed -> FAILED for the program's own failures (non-zero exit,
   OOMKilled) or WORKER_FAILED for the infrastructure's (disruption, eviction, node loss), and
   PREEMPTED when Kueue or the scheduler preempted it (both spend the preemption budget);
-- being deleted by someone else -> WORKER_FAILED;
+- being deleted by someone else -> WORKER_FAILED, also once the kubelet has killed the task for
+  it (phase Failed, exit 143, with the container ended after the deletion was asked for);
 - Pending, gated by Kueue -> ASSIGNED "waiting for Kueue admission: <reason>";
   unschedulable -> ASSIGNED with the scheduler's message; scheduled with containers
   waiting -> BUILDING (image pull errors in the message, FAILED after the grace period);
@@ -116,6 +117,18 @@ def map_pod_status(
             finished_at=finished_at or _latest_transition(status),
             runtime_released=True,
         )
+    if phase == "Failed" and _ended_by_outside_deletion(metadata, container, finished_at):
+        # Deleted by someone else (kubectl delete pod): the kubelet's SIGTERM ended the task (exit
+        # 143), so the pod fails - an infrastructure loss, never the job's failure.
+        why = _disruption(status) or "the pod was deleted outside Iris"
+        return PodObservation(
+            _disrupted_state(status),
+            error=why,
+            message=why,
+            started_at=started_at,
+            finished_at=finished_at or _latest_transition(status),
+            runtime_released=True,
+        )
     if phase in ("Failed", "Unknown"):
         return _failed(phase, status, container, started_at, finished_at or _latest_transition(status))
 
@@ -154,6 +167,18 @@ def is_kueue_gated(pod: dict[str, Any]) -> bool:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _ended_by_outside_deletion(
+    metadata: dict[str, Any], container: dict[str, Any] | None, finished_at: float | None
+) -> bool:
+    """The pod is being deleted and its task container did not end before the deletion was asked
+    for (``deletionTimestamp`` is the request time plus the grace period; whole seconds)."""
+    deleting = parse_time(metadata.get("deletionTimestamp"))
+    if deleting is None:
+        return False
+    requested = deleting - float(metadata.get("deletionGracePeriodSeconds") or 0)
+    return finished_at is None or finished_at >= requested
 
 
 def _failed(
