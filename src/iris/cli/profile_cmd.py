@@ -57,7 +57,8 @@ def job_profile(
       iris job profile train --kind threads                 # every thread's stack now
       iris job profile train --kind memory --duration 20s   # memray (needs memray in the task's Python)
 
-    Worker backend only; the job's owner or an admin, as for exec.
+    Process and container tasks on workers (py-spy from the worker's installation) and pods on
+    Kubernetes (the image's own py-spy); the job's owner or an admin, as for exec.
     """
     from iris.client.log_pages import task_path
     from iris.rpc.enums import TaskState

@@ -63,6 +63,19 @@ def profile_argv(kind: Kind, seconds: float, fmt: Format) -> list[str]:
     return ["sh", "-c", _SCRIPTS[kind], "iris-profile", str(max(1, round(seconds))), spy_format]
 
 
+def pod_profile_argv(kind: Kind, seconds: float, fmt: Format) -> list[str]:
+    """The same profile run inside a pod (Kubernetes exec): the task is the container's PID 1 and
+    the profiler is the image's own (``py-spy``, or ``memray`` for ``memory``, on its PATH)."""
+    tool = "memray" if kind == "memory" else "py-spy"
+    find = (
+        f'B=$(command -v {tool}) || {{ echo "{tool} is not installed in the task\'s image '
+        f'(pip install {tool} there to profile its pods)" >&2; exit 3; }}; '
+        'IRIS_WORKER_BIN=$(dirname "$B"); IRIS_TASK_PID=1; '
+    )
+    argv = profile_argv(kind, seconds, fmt)
+    return [argv[0], argv[1], find + argv[2], *argv[3:]]
+
+
 def exec_timeout(kind: Kind, seconds: float) -> float:
     return (seconds if kind != "threads" else 0) + 60
 
