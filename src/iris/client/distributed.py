@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass
 
 from iris.client.context import advertise_host, iris_ctx
-from iris.cluster.runtime.attempt_env import coordinator_endpoint_name
 from iris.rpc.errors import FailedPrecondition
+from iris.rpc.gang import coordinator_endpoint_name
 from iris.rpc.ports import free_port
 
 COORDINATOR_PORT_NAME = "coordinator"

@@ -16,9 +16,9 @@ from iris.cluster.controller import round_kernel as kernel
 from iris.cluster.controller.effects import Change, Effects, Event, EventKind, UpsertWorker
 from iris.cluster.controller.snapshots import LiveAttempt, ObservationSnapshot
 from iris.cluster.controller.worker_health import HealthEvent
-from iris.cluster.runtime.attempt_env import gang_port
 from iris.cluster.types import DesiredGroup, GroupReport
 from iris.rpc.enums import TERMINAL_TASK_STATES, StopReason, TaskState
+from iris.rpc.gang import gang_port
 from iris.rpc.models import AttemptObservation, DesiredAttempt, RegisterRequest, RunSpec
 
 

@@ -94,13 +94,22 @@ class WorkerSeam:
             workers = store.list_workers(cur)
             usage = store.worker_usage(cur)
         busy_workers = {u.worker_id for u in usage if u.state in ACTIVE_TASK_STATES}
+        # A slice with a quarantined worker is replaced, and released once its tasks are gone.
+        quarantined = {
+            w.slice_id
+            for w in workers
+            if w.slice_id and (cordon := c.cordons.get(w.worker_id)) and cordon.automatic
+        }
         plan = c.autoscaler.tick(
             demand_from_requests(c.last_unplaced, c.last_pending),
             slice_usage_from_workers(workers, busy_workers),
+            quarantined,
         )
         for worker_id in [w for t in plan.terminates for w in t.worker_ids]:
             # Terminated slices take their workers with them: drop them now, not after a grace period.
             self.reap_worker(worker_id, "its slice was scaled down", tell_autoscaler=False)
+        for worker_id in c.autoscaler.released_workers:
+            self.reap_worker(worker_id, "its slice was quarantined and replaced", tell_autoscaler=False)
 
     def healthy(self, workers: Iterable[store.WorkerRow]) -> set[str]:
         """The workers new work may go to: healthy and not cordoned or draining."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from iris.cluster.runtime.attempt_env import coordinator_endpoint_name, gang_port, gang_rank_env
+from iris.cluster.runtime.attempt_env import gang_rank_env
+from iris.rpc.gang import coordinator_endpoint_name, gang_port
 from iris.rpc.models import RunSpec
 
 GANG_VOLUME = "iris-gang"
