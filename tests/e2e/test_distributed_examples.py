@@ -1,6 +1,6 @@
 """The distributed-training examples of docs/gpus-and-tpus.md, run as written (no Iris code in
-them) as a real two-task gang on the WORKER backend: JAX on the CPU, torch with gloo (only where
-torch is installed; it is not a dependency, see the doc)."""
+them) as a real two-task gang on the WORKER backend: JAX on the CPU. The torch example is not run:
+torch is not a dependency (see the doc)."""
 
 from __future__ import annotations
 
@@ -48,19 +48,11 @@ def run_gang(client: IrisClient, name: str, code: str, env: dict[str, str]) -> l
 
 def test_the_jax_example_forms_one_jax_cluster(client: IrisClient) -> None:
     """Importing jaxlib and starting its coordination service takes ~10-25 s on a loaded machine."""
-    pytest.importorskip("jax")
+    import jax  # noqa: F401  (a dev dependency: a missing jax is a broken environment, not a skip)
+
     lines = run_gang(client, "jax-example", example("# train_jax.py"), {"JAX_PLATFORMS": "cpu"})
     results = sorted(line for line in lines if line.startswith("process "))
     assert results == [
         "process 0 of 2: 2 devices, ranks [0, 1]",
         "process 1 of 2: 2 devices, ranks [0, 1]",
     ], lines
-
-
-def test_the_torch_example_all_reduces_over_gloo(client: IrisClient) -> None:
-    pytest.importorskip(
-        "torch", reason="torch is not installed (not a dependency: see docs/gpus-and-tpus.md)"
-    )
-    lines = run_gang(client, "torch-example", example("# train_torch.py"), {})
-    results = sorted(line for line in lines if line.startswith("rank "))
-    assert results == ["rank 0 of 2: all-reduce 3.0", "rank 1 of 2: all-reduce 3.0"], lines
