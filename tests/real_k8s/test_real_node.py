@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from iris.testing.control_plane.cluster import ControlPlaneOptions, start_control_plane
-from iris.testing.control_plane.real_node import missing_requirements
+from iris.testing.control_plane.real_node import PRIVATE_DIRS, missing_requirements
 
 pytestmark = pytest.mark.real_kubelet
 
@@ -38,6 +38,11 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
+def _host_files() -> set[str]:
+    """What the kubelet and containerd would write on the host whatever their configuration."""
+    return {str(p) for d in PRIVATE_DIRS if Path(d).is_dir() for p in Path(d).rglob("*")}
+
+
 def test_teardown_leaves_no_trace() -> None:
     if os.environ.get("IRIS_SKIP_REAL_K8S") == "1":
         pytest.skip("IRIS_SKIP_REAL_K8S=1")
@@ -45,6 +50,7 @@ def test_teardown_leaves_no_trace() -> None:
         pytest.skip("a real kubelet node needs root")
     assert not missing_requirements(), missing_requirements()
     rules_before = _iptables()
+    files_before = _host_files()
     cp = start_control_plane(ControlPlaneOptions(nodes=0, real_node=True, tied_to_parent=True))
     try:
         node = cp.real_node
@@ -75,6 +81,7 @@ def test_teardown_leaves_no_trace() -> None:
     assert not any(
         Path(h, node["cgroup_root"].lstrip("/")).exists() for h in Path("/sys/fs/cgroup").iterdir()
     )
+    assert _host_files() <= files_before, _host_files() - files_before
     added = _iptables() - rules_before
     assert not added, added
     assert not Path(run_dir).exists()

@@ -48,6 +48,9 @@ RUNTIME = "containerd"
 SOCKET = "/run/containerd/containerd.sock"
 # The node's folder, bind-mounted there too: the kubelet's root dir holds unix sockets as well.
 NODE_DIR = "/run/containerd/node"
+# Host paths the kubelet and containerd write whatever their configuration says (device plugin
+# sockets, /var/log/containers links, CNI results): a tmpfs over each in their mount namespace.
+PRIVATE_DIRS = ("/var/lib/kubelet", "/var/log/containers", "/var/lib/cni")
 
 
 def missing_requirements() -> list[str]:
@@ -98,9 +101,14 @@ class RealNodeState:
 
 
 def _subnet_for(seed: int) -> int:
-    # 10.<n>.0.0/24 for the veth, 10.<n>.128.0/24 for pods; 30-69 stays clear of the partition
-    # (77+) and chaos (100+) tests' namespaces.
-    return 30 + seed % 40
+    """10.<n>.0.0/24 for the veth, 10.<n>.128.0/24 for pods, n in 30-69 (clear of the partition
+    (77+) and chaos (100+) tests' namespaces) and not in use by another live node."""
+    used = subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True, check=False).stdout
+    for step in range(40):
+        n = 30 + (seed + step) % 40
+        if f" 10.{n}.0." not in used:
+            return n
+    raise StartupError("no free 10.<n>.0.0/24 for a real node's veth (n in 30-69)")
 
 
 def _containerd_config(root: Path, ns_ip: str) -> str:
@@ -279,7 +287,9 @@ def _start(
     script = (
         "mkdir -p /run/containerd && mount -t tmpfs -o mode=0711 iris-containerd /run/containerd && "
         "mount -t tmpfs -o mode=0755 iris-netns /run/netns && "
-        f'mkdir -p {NODE_DIR} && mount --bind "{base}" {NODE_DIR} && exec "$@"'
+        f'mkdir -p {NODE_DIR} && mount --bind "{base}" {NODE_DIR} && '
+        + "".join(f"mkdir -p {d} && mount -t tmpfs iris-node {d} && " for d in PRIVATE_DIRS)
+        + 'exec "$@"'
     )
     argv = [
         "nsenter", f"--net=/run/netns/{link.name}", "--",
