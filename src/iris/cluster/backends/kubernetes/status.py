@@ -172,13 +172,17 @@ def is_kueue_gated(pod: dict[str, Any]) -> bool:
 def _ended_by_outside_deletion(
     metadata: dict[str, Any], container: dict[str, Any] | None, finished_at: float | None
 ) -> bool:
-    """The pod is being deleted and its task container did not end before the deletion was asked
-    for (``deletionTimestamp`` is the request time plus the grace period; whole seconds)."""
+    """The pod is being deleted gracefully and its task container was killed by a signal (143,
+    137) no earlier than the deletion was asked for (``deletionTimestamp`` is the request time
+    plus the grace period; whole seconds)."""
     deleting = parse_time(metadata.get("deletionTimestamp"))
-    if deleting is None:
+    grace = float(metadata.get("deletionGracePeriodSeconds") or 0)
+    if deleting is None or grace <= 0:  # a finished pod's delete has no grace: it did not kill it
         return False
-    requested = deleting - float(metadata.get("deletionGracePeriodSeconds") or 0)
-    return finished_at is None or finished_at >= requested
+    terminated = ((container or {}).get("state") or {}).get("terminated") or {}
+    if terminated.get("exitCode") not in (128 + 15, 128 + 9):  # not ended by SIGTERM or SIGKILL
+        return False
+    return finished_at is None or finished_at >= deleting - grace
 
 
 def _failed(
