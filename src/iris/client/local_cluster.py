@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import secrets
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +19,14 @@ from typing import IO
 from iris.cluster.worker.devices import split_gpus
 from iris.rpc.errors import Unavailable
 from iris.rpc.ports import free_port
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies, however it dies
+    (kill -9 of ``iris cluster start`` must not leave a controller, workers or a control plane)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
 
 
 @dataclass
@@ -148,6 +158,8 @@ class LocalCluster:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
+            # The death signal follows the *thread* that forked: tie only children of the main thread.
+            preexec_fn=_stop_with_parent if threading.current_thread() is threading.main_thread() else None,
         )
         return _Child(name, proc, log_path, log_file)
 

@@ -336,7 +336,7 @@ def test_callable_entrypoint_runs_from_the_pod_command(arg: int, code: int) -> N
     """Run the rendered command and env exactly as the kubelet would, in a local process."""
     pod = build(run_spec(entrypoint=Entrypoint.from_callable(_double, arg)))
     container = pod["spec"]["containers"][0]
-    assert container["command"] == ["python", "-c", CALLABLE_BOOTSTRAP]
+    assert container["command"] == ["python3", "-c", CALLABLE_BOOTSTRAP]
     env = {**os.environ, **env_of(pod)}
     payload = base64.b64decode(env["IRIS_CALLABLE_B64"])
     assert cloudpickle.loads(payload)[1] == (arg,)
@@ -350,7 +350,7 @@ def test_a_large_callable_is_fetched_not_carried_in_the_pod() -> None:
     pod = build(run_spec(entrypoint=Entrypoint.from_callable(_double, b"x" * 2_000_000)))
     container = pod["spec"]["containers"][0]
     assert "IRIS_CALLABLE_B64" not in env_of(pod)
-    assert container["command"] == ["python", "-c", CALLABLE_BOOTSTRAP]
+    assert container["command"] == ["python3", "-c", CALLABLE_BOOTSTRAP]
     assert ":callable" in CALLABLE_BOOTSTRAP and "IRIS_TOKEN" in CALLABLE_BOOTSTRAP
     assert len(json.dumps(pod)) < CALLABLE_INLINE_MAX + 16_384
 

@@ -231,6 +231,29 @@ def test_map_pod_status_rows(pod: dict[str, Any] | None, state: TaskState, messa
         assert message in (obs.message or "")
 
 
+def test_an_init_container_the_image_cannot_start_fails_the_task_not_the_node() -> None:
+    """As the real kubelet reports an image without the interpreter the init container runs."""
+    pod = make_pod(phase="Failed", container_state=waiting("PodInitializing"))
+    pod["status"]["initContainerStatuses"] = [
+        {
+            "name": "fetch-bundle",
+            "state": {
+                "terminated": {
+                    "exitCode": 128,
+                    "reason": "StartError",
+                    "message": 'exec: "python3": executable file not found in $PATH',
+                }
+            },
+        }
+    ]
+    obs = observe(pod)
+    assert obs.state is TaskState.FAILED
+    assert (
+        obs.message
+        == 'init container fetch-bundle could not start: exec: "python3": executable file not found in $PATH'
+    )
+
+
 def test_exit_codes_and_times_are_reported() -> None:
     obs = observe(make_pod(phase="Failed", container_state=terminated(3, start=T0 + 1, end=T0 + 4)))
     assert (obs.exit_code, obs.started_at, obs.finished_at) == (3, T0 + 1, T0 + 4)

@@ -33,7 +33,7 @@ import subprocess
 import sysconfig
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from iris.cluster.runtime.task_runtime import ExitFacts, Launch
@@ -258,6 +258,23 @@ class ContainerTaskRuntime:
 
     def adopt(self, live_attempt_uids: frozenset[str]) -> list[str]:
         """Containers a previous run of this worker left: the live attempts' are kept, the rest removed."""
+        stale = [name for name, uid in self._listed() if uid not in live_attempt_uids]
+        if stale:
+            self._run(["rm", "-f", *stale])
+        return stale
+
+    def remove_attempts(self, attempt_uids: Collection[str]) -> list[str]:
+        """Remove this worker's containers of ``attempt_uids`` whatever their state (the watchdog's
+        sweep: a container created while its ``docker run`` was being killed is never started, so
+        ``--rm`` never removes it)."""
+        wanted = set(attempt_uids)
+        doomed = [name for name, uid in self._listed() if uid in wanted]
+        if doomed:
+            self._run(["rm", "-f", *doomed])
+        return doomed
+
+    def _listed(self) -> list[tuple[str, str]]:
+        """(name, attempt uid) of every container labelled with this worker, in any state."""
         listed = self._run(
             [
                 "ps",
@@ -270,14 +287,8 @@ class ContainerTaskRuntime:
         )
         if listed.returncode != 0:
             return []
-        stale = []
-        for line in listed.stdout.splitlines():
-            name, _, uid = line.partition("\t")
-            if name and uid not in live_attempt_uids:
-                stale.append(name)
-        if stale:
-            self._run(["rm", "-f", *stale])
-        return stale
+        pairs = (line.partition("\t") for line in listed.stdout.splitlines())
+        return [(name, uid) for name, _, uid in pairs if name]
 
     def release(self, attempt_uid: str) -> None:
         self._limits.pop(attempt_uid, None)

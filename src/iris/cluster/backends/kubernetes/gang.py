@@ -117,7 +117,7 @@ def gang_init_container(spec: RunSpec, image: str, controller_url: str) -> dict[
     return {
         "name": GANG_INIT_CONTAINER,
         "image": image,
-        "command": ["python", "-c", GANG_RENDEZVOUS.replace("$", "$$")],
+        "command": ["python3", "-c", GANG_RENDEZVOUS.replace("$", "$$")],
         "env": entries,
         "volumeMounts": [{"name": GANG_VOLUME, "mountPath": GANG_DIR}],
         "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},

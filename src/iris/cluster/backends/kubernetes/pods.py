@@ -274,7 +274,7 @@ def bundle_init_container(
     return {
         "name": BUNDLE_INIT_CONTAINER,
         "image": config.default_image,
-        "command": ["python", "-c", escape_expansion(BUNDLE_INIT_SCRIPT)],
+        "command": ["python3", "-c", escape_expansion(BUNDLE_INIT_SCRIPT)],
         "env": entries,
         "volumeMounts": [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
@@ -381,7 +381,7 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
 def container_command(spec: RunSpec) -> list[str]:
     entrypoint = spec.entrypoint
     if entrypoint.kind == "callable":
-        argv = ["python", "-c", CALLABLE_BOOTSTRAP]
+        argv = ["python3", "-c", CALLABLE_BOOTSTRAP]
     else:
         argv = list(entrypoint.argv)
     packages = spec.environment.pip_packages if spec.environment is not None else []

@@ -185,6 +185,20 @@ def _ended_by_outside_deletion(
     return finished_at is None or finished_at >= deleting - grace
 
 
+# Terminated reasons of a container the runtime could not start at all (runc's "executable file
+# not found", a bad working dir): the image does not fit the pod.
+UNSTARTABLE_REASONS = frozenset({"StartError", "ContainerCannotRun"})
+
+
+def _unstartable_init_container(status: dict[str, Any]) -> str | None:
+    for init in status.get("initContainerStatuses") or []:
+        terminated = (init.get("state") or {}).get("terminated") or {}
+        if terminated.get("reason") in UNSTARTABLE_REASONS:
+            detail = (terminated.get("message") or "").strip()
+            return _join(f"init container {init.get('name')} could not start", detail)
+    return None
+
+
 def _failed(
     phase: str,
     status: dict[str, Any],
@@ -206,6 +220,17 @@ def _failed(
             runtime_released=phase == "Failed",
         )
     terminated = ((container or {}).get("state") or {}).get("terminated")
+    unstartable = _unstartable_init_container(status)
+    if not terminated and unstartable:
+        # The image cannot run what the pod asks of it (no python3, say): the job's image is at
+        # fault, not the node, so it is a task failure within the job's retries, not a re-run forever.
+        return PodObservation(
+            TaskState.FAILED,
+            error=unstartable,
+            message=unstartable,
+            finished_at=finished_at,
+            runtime_released=True,
+        )
     if not terminated:
         # Failed before the task container ever ran: the node rejected the pod.
         why = _join(reason or "the pod failed before its container started", detail)
