@@ -46,4 +46,4 @@ TEST_WORKER_ID = f"w-test-{os.getpid()}"
 # The real control plane (session-scoped; tests using it carry the real_k8s marker).
 from iris.rpc.ports import free_port  # noqa: E402, F401  (tests import it from here)
 from iris.testing.container_pytest import container_engine  # noqa: E402, F401
-from iris.testing.control_plane.pytest_plugin import real_control_plane  # noqa: E402, F401
+from iris.testing.control_plane.pytest_plugin import real_control_plane, real_kubelet_plane  # noqa: E402, F401

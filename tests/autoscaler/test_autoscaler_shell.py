@@ -279,3 +279,32 @@ def test_status_view_is_plain_json(conn: sqlite3.Connection, clock: Clock) -> No
     assert group_view["last_action"]["action"] == "scale_up"
     assert view["actions"][0]["slice_id"] == "cpu-1"
     assert view["pending_hints"]["/u/job"].startswith("waiting for scale group cpu")
+
+
+def test_a_quarantined_slice_is_replaced_then_released_when_its_tasks_are_gone(
+    conn: sqlite3.Connection, clock: Clock
+) -> None:
+    platform = FakePlatform(clock)
+    scaler = make(conn, platform, clock, group("cpu", min_slices=1, max_slices=1))
+    scaler.tick()
+    clock.now += 1
+    scaler.tick([], {"cpu-1": 1})
+    assert platform.created == ["cpu-1"]
+    # Its worker is quarantined while a task still runs there: a replacement comes up at once
+    # (even at max_slices: the quarantined slice no longer counts), the old slice stays.
+    clock.now += 1
+    scaler.tick([], {"cpu-1": 1}, quarantined={"cpu-1"})
+    assert platform.created == ["cpu-1", "cpu-2"] and platform.terminated == []
+    assert scaler.released_workers == []
+    clock.now += 1
+    scaler.tick([], {"cpu-1": 1, "cpu-2": 0}, quarantined={"cpu-1"})
+    assert platform.created == ["cpu-1", "cpu-2"] and platform.terminated == []
+    # Its last task ended: the slice goes, its workers are handed back for the controller to reap.
+    clock.now += 1
+    scaler.tick([], {"cpu-1": 0, "cpu-2": 0}, quarantined={"cpu-1"})
+    assert platform.terminated == ["cpu-1"] and scaler.released_workers == ["cpu-1-w0"]
+    released = next(a for a in scaler.actions() if a.action is ActionKind.REAPED)
+    assert released.slice_id == "cpu-1" and released.reason.startswith("quarantined")
+    clock.now += 1
+    scaler.tick([], {"cpu-2": 0})
+    assert platform.created == ["cpu-1", "cpu-2"] and scaler.released_workers == []

@@ -110,6 +110,20 @@ def test_a_dead_controller_stops_the_cluster_with_exit_1(started: Started) -> No
     assert started.proc.wait(timeout=180) == 1
 
 
+def test_kill_9_of_the_cluster_stops_its_controller_and_workers(started: Started) -> None:
+    children = [started.child("iris.cluster.controller"), started.child("--worker-id worker-0")]
+    started.proc.kill()
+    started.proc.wait()
+
+    def gone(p: psutil.Process) -> bool:
+        try:
+            return p.status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return True
+
+    wait_until(lambda: all(gone(p) for p in children), timeout=60, what="the cluster's processes to stop")
+
+
 def _echo():
     from iris.client import Entrypoint
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import httpx
 import pytest
 from tests.cli.helpers import run_iris
 from tests.conftest import wait_until
@@ -195,6 +196,53 @@ def test_exec_and_status_reach_the_container(
     wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
 
 
+SPIN = """
+import threading, time
+
+def idle_helper_thread():
+    while True:
+        time.sleep(0.05)
+
+def spin_the_wheel():
+    n = 0
+    while True:
+        n += 1
+
+threading.Thread(target=idle_helper_thread, name="helper", daemon=True).start()
+print("spinning", flush=True)
+spin_the_wheel()
+"""
+
+
+def test_profile_reaches_the_python_in_the_container(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    """py-spy runs on the worker's machine against the container's task by its host pid (the
+    image has no py-spy); the same CLI and route as for a process task."""
+    result = run_iris(
+        cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", PYTHON_IMAGE,
+        "--", "python3", "-c", SPIN,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = client.job(json.loads(result.stdout)["job_id"])
+    try:
+        wait_until(lambda: "spinning" in "\n".join(job.logs()), timeout=90, what="the busy loop")
+        threads = run_iris(cluster, workdir, "job", "profile", job.job_id, "--kind", "threads")
+        assert threads.returncode == 0, threads.stderr
+        assert "spin_the_wheel" in threads.stdout and "idle_helper_thread" in threads.stdout
+        text = run_iris(cluster, workdir, "job", "profile", job.job_id, "--duration", "2s")
+        assert text.returncode == 0, text.stderr
+        assert "spin_the_wheel" in text.stdout and "samples" in text.stdout
+        route = f"{cluster.url}/api/v1/tasks{job.job_id}/0:profile"
+        flame = httpx.post(
+            route, params={"kind": "cpu", "format": "svg", "duration_s": 1}, json={}, timeout=120
+        )
+        assert flame.headers["content-type"].startswith("image/svg+xml") and "spin_the_wheel" in flame.text
+    finally:
+        job.kill()
+    wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
+
+
 def test_usage_samples_the_container_processes(
     cluster: LocalCluster, client: IrisClient, workdir: Path
 ) -> None:
@@ -235,8 +283,11 @@ def test_a_python_callable_runs_in_the_image_and_returns_its_value(client: IrisC
 def test_a_callable_in_an_image_without_python_says_so(client: IrisClient) -> None:
     job = client.submit(Entrypoint.from_callable(print, "hi"), image=BUSYBOX_IMAGE, workspace=False)
     wait_until(lambda: job.detail().state.value == "FAILED", timeout=90, what="the job failed")
-    log = "\n".join(line.line for line in job.log_lines())
-    assert "needs python3 in its image" in log, log
+    wait_until(
+        lambda: any("needs python3 in its image" in line.line for line in job.log_lines()),
+        timeout=30,
+        what="the attempt log saying the image has no python3",
+    )
 
 
 def test_a_fenced_worker_leaves_no_container_running(

@@ -59,7 +59,7 @@ def test_bands_at_submit() -> None:
     c = h.controller
     prod = PriorityBand.PRODUCTION
     assert h.submit("admin-prod", priority=prod)  # admins (everyone with auth off) may
-    spec = c._job_spec("/story/admin-prod").model_copy(update={"name": "user-prod"})
+    spec = c.specs.job_spec("/story/admin-prod").model_copy(update={"name": "user-prod"})
     with pytest.raises(PermissionDenied, match="PRODUCTION priority is for admins"):
         c.submit(spec, user="story", admin=False)
     c.set_budget("story", UserBudget(max_band=prod))

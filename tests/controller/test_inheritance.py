@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from iris.cluster.controller.controller import inherit_from_parent
+from iris.cluster.controller.submission import inherit_from_parent
 from iris.rpc.models import Entrypoint, EnvironmentSpec, JobSpec
 
 CMD = Entrypoint.from_command("true")

@@ -56,11 +56,11 @@ def test_a_rolled_back_submit_many_leaves_queue_and_caches_as_they_were() -> Non
     assert h.controller.stop_job(old) is JobState.KILLED
     h.step()
     c = h.controller
-    c._job_spec(old)  # cached: a replace that commits drops it
-    queue = c._queue
+    c.specs.job_spec(old)  # cached: a replace that commits drops it
+    queue = c.loop.queue
     assert queue is not None
     dirty, parked = set(queue.dirty_jobs), dict(queue.parked)
-    cached = list(c._spec_cache)
+    cached = list(c.specs.specs)
     batch = [
         _spec("parent"),
         _spec("child", parent_job_id="/story/parent"),
@@ -70,13 +70,13 @@ def test_a_rolled_back_submit_many_leaves_queue_and_caches_as_they_were() -> Non
     with pytest.raises(AlreadyExists):
         c.submit_many(batch)
     assert queue.dirty_jobs == dirty and queue.parked == parked, "the queue heard of jobs that do not exist"
-    assert list(c._spec_cache) == cached, "a rolled-back batch changed the spec cache"
+    assert list(c.specs.specs) == cached, "a rolled-back batch changed the spec cache"
     with c.db.read() as cur:
         assert store.get_job(cur, "/story/parent") is None
     # the same batch without the duplicate commits, and only then is everything told
     c.submit_many(batch[:3])
     assert {"/story/parent", "/story/parent/child", old} <= queue.dirty_jobs
-    assert old not in c._spec_cache
+    assert old not in c.specs.specs
     assert h.job_state(live) is JobState.RUNNING
 
 
@@ -92,7 +92,7 @@ def test_a_rolled_back_commit_that_ended_a_job_wakes_no_waiter() -> None:
         with pytest.raises(RuntimeError, match="abandoned"), c.db.transaction() as cur:
             (snap,) = store.job_snapshots(cur, [job])
             change = kernel.terminate_job(snap, JobState.KILLED, "x", StopReason.CANCELLED, now)
-            applied = c._commit(cur, Effects(changes=(change,)), now)
+            applied = c.commit(cur, Effects(changes=(change,)), now)
             assert job in applied.finished_jobs
             raise RuntimeError("abandoned")
         await asyncio.sleep(0.01)

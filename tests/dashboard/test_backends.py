@@ -14,24 +14,37 @@ from tests.dashboard.conftest import SMALL, open_page, screenshot
 
 from iris.client import Entrypoint, IrisClient, LocalCluster, ResourceSpec
 from iris.rpc.enums import JobState
+from iris.testing.control_plane import ControlPlane
 
 pytestmark = pytest.mark.browser
 
 
 @pytest.fixture(scope="module")
-def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LocalCluster, str]]:
-    """A KUBERNETES controller on the local sandbox (fake API server, Kueue and kubelet simulators)."""
+def k8s_cluster(
+    tmp_path_factory: pytest.TempPathFactory, real_control_plane: ControlPlane
+) -> Iterator[tuple[LocalCluster, str]]:
+    """A KUBERNETES controller on the session's real control plane (node-agent nodes)."""
     root: Path = tmp_path_factory.mktemp("k8s-dash")
-    with LocalCluster(backend="kubernetes", workers=0, state_dir=root) as lc:
+    cp = real_control_plane
+    with LocalCluster(
+        backend="kubernetes",
+        workers=0,
+        state_dir=root,
+        kubeconfig=cp.controller_kubeconfig,
+        namespace=cp.namespace,
+        local_queue=cp.local_queue,
+    ) as lc:
         client = IrisClient(lc.url)
         job = client.submit(
             Entrypoint.from_command("sleep", "120"), name="podjob", resources=SMALL, user="kate"
         )
-        wait_until(lambda: job.status() is JobState.RUNNING, timeout=30, what="pod job running")
+        wait_until(lambda: job.status() is JobState.RUNNING, timeout=90, what="pod job running")
         yield lc, job.job_id
+        job.kill()  # its pod goes now, not 120 s later on the shared plane
         client.close()
 
 
+@pytest.mark.real_k8s
 def test_kubernetes_controller_shows_cluster_not_workers(page, page_errors, k8s_cluster) -> None:
     lc, job_id = k8s_cluster
     open_page(page, lc.url, "/jobs", ".page-jobs[data-loaded]")

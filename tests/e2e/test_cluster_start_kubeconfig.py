@@ -1,8 +1,10 @@
-"""`iris cluster start --local --backend kubernetes --kubeconfig FILE`: the controller runs against
-the cluster the kubeconfig names (here a sandbox started apart, standing in for any cluster)."""
+"""`iris cluster start --local --backend kubernetes`: without --kubeconfig it starts a real control
+plane of its own (from the build cache) with node-agent nodes and says so; with --kubeconfig it
+runs against that cluster (here the session's real control plane, standing in for any cluster)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -10,51 +12,141 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from tests.conftest import wait_until
 
 from iris.cli.main import cli
 from iris.client import Entrypoint, IrisClient, JobState, ResourceSpec
 from iris.rpc.errors import IrisError
-from iris.testing.fake_apiserver import PODS
-from iris.testing.k8s_sandbox import LOCAL_QUEUE_NAME, start_sandbox
+from iris.testing.control_plane import ControlPlane
+from iris.testing.proc_state import running
+
+IRIS = [sys.executable, "-m", "iris.cli.main"]
 
 
-def test_local_cluster_runs_its_pods_in_the_given_cluster(tmp_path: Path) -> None:
-    with start_sandbox(tmp_path / "cluster", nodes=1, namespace="team") as sandbox:
-        log = (tmp_path / "start.log").open("wb")
-        argv = [sys.executable, "-m", "iris.cli.main", "cluster", "start", "--local", "--backend", "kubernetes",
-                "--kubeconfig", str(sandbox.kubeconfig_path), "--namespace", "team", "--queue", LOCAL_QUEUE_NAME,
-                "--port", "0", "--state-dir", str(tmp_path / "state")]  # fmt: skip
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            out = tmp_path / "start.log"
-            match = wait_until(
-                lambda: re.search(r"controller: (http://\S+)", out.read_text()), timeout=60, what="the URL"
-            )
-            assert f"kubeconfig: {sandbox.kubeconfig_path}" in out.read_text()
-            assert not (tmp_path / "state" / "k8s").exists(), "no sandbox of its own was started"
-            client = IrisClient(match.group(1))
+def _start(argv: list[str], log_path: Path) -> subprocess.Popen[bytes]:
+    log = log_path.open("wb")
+    try:
+        return subprocess.Popen(
+            [*IRIS, "cluster", "start", "--local", "--backend", "kubernetes", "--port", "0", *argv],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
 
-            def done() -> bool:
-                try:
-                    return client.job(job.job_id).status() is JobState.SUCCEEDED
-                except IrisError:
-                    return False
 
-            job = client.submit(
-                Entrypoint.from_command("echo", "hi"),
-                name="hi",
-                resources=ResourceSpec(cpu=0.5, memory="64MB"),
-            )
-            wait_until(done, timeout=60, what="the job done")
-            pods = sandbox.server.store.list(PODS, "team").items
-            assert [p["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] for p in pods] == [LOCAL_QUEUE_NAME]
-            client.close()
-        finally:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-            log.close()
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+    proc.wait(timeout=120)
+
+
+def _job_succeeds(client: IrisClient, job_id: str) -> bool:
+    try:
+        return client.job(job_id).status() is JobState.SUCCEEDED
+    except IrisError:
+        return False
+
+
+@pytest.mark.real_k8s
+def test_local_cluster_runs_its_pods_in_the_given_cluster(
+    real_control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    cp = real_control_plane
+    out = tmp_path / "start.log"
+    proc = _start(
+        ["--kubeconfig", str(cp.controller_kubeconfig), "--namespace", cp.namespace,
+         "--queue", cp.local_queue, "--state-dir", str(tmp_path / "state")],
+        out,
+    )  # fmt: skip
+    try:
+        match = wait_until(
+            lambda: re.search(r"controller: (http://\S+)", out.read_text()), timeout=60, what="the URL"
+        )
+        text = out.read_text()
+        assert f"kubeconfig: {cp.controller_kubeconfig}" in text
+        assert "real control plane at" not in text and not (tmp_path / "state" / "k8s").exists()
+        client = IrisClient(match.group(1))
+        job = client.submit(
+            Entrypoint.from_command("echo", "hi"),
+            name="given",
+            resources=ResourceSpec(cpu=0.5, memory="64MB"),
+        )
+        wait_until(lambda: _job_succeeds(client, job.job_id), timeout=90, what="the job done")
+        pods = json.loads(
+            cp.kubectl("-n", cp.namespace, "get", "pods", "-l", "iris.managed=true", "-o", "json").stdout
+        )
+        ours = [p for p in pods["items"] if p["metadata"]["annotations"].get("iris.job_id") == job.job_id]
+        assert [p["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] for p in ours] == [cp.local_queue]
+        client.close()
+    finally:
+        _stop(proc)
+        cp.kubectl(
+            "-n", cp.namespace, "delete", "pods", "-l", "iris.managed=true", "--wait=false", check=False
+        )
+
+
+@pytest.mark.real_k8s
+def test_local_cluster_starts_its_own_real_control_plane(tmp_path: Path) -> None:
+    """One cluster start of ~30 s on a loaded machine: the whole local Kubernetes path, once."""
+    state = tmp_path / "state"
+    out = tmp_path / "start.log"
+    proc = _start(["--state-dir", str(state), "--real-node", "no"], out)
+    pids: list[int] = []
+    try:
+        match = wait_until(
+            lambda: re.search(r"controller: (http://\S+)", out.read_text()),
+            timeout=300,
+            what=f"the URL (log: {out})",
+        )
+        text = out.read_text()
+        assert "(kubernetes backend) is up" in text
+        assert re.search(
+            r"kubernetes: real control plane at https://127\.0\.0\.1:\d+ \(with Kueue\)", text
+        ), text
+        assert re.search(r"nodes: +\S+, \S+ \(node agent", text), text
+        assert f"kubeconfig: {state / 'k8s'}" in text
+        url = match.group(1)
+        env = {**os.environ, "IRIS_CONTROLLER_URL": url}
+
+        def iris(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*IRIS, *args], capture_output=True, text=True, env=env, timeout=120)
+
+        status = json.loads(iris("cluster", "status", "--json").stdout)
+        assert status["kind"] == "kubernetes" and status["capabilities"] == ["cluster"]
+        workers = iris("worker", "list")
+        assert workers.returncode == 1 and "no worker store" in workers.stderr
+
+        # A workspace bundle reaches the pod through its init container.
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        (workspace / "helper.py").write_text('GREETING = "hello from the bundle"\n')
+        (workspace / "main.py").write_text(
+            "import os\nimport helper\nprint(helper.GREETING)\nprint(os.getcwd())\n"
+        )
+        client = IrisClient(url)
+        job = client.submit(
+            Entrypoint.from_command("python", "main.py"),
+            name="bundled",
+            resources=ResourceSpec(cpu=0.5, memory="128MB"),
+            workspace=workspace,
+        )
+        detail = job.wait(timeout=120)
+        assert detail.state is JobState.SUCCEEDED, detail.error
+        lines = job.logs()
+        assert lines[0] == "hello from the bundle"
+        assert not lines[1].startswith(str(workspace))  # it ran from the pod's own workspace volume
+        client.close()
+        plane = json.loads((state / "k8s" / "state.json").read_text())
+        pids = list((plane.get("pids") or {}).values())
+        assert pids and all(running(pid) for pid in pids)
+    finally:
+        _stop(proc)
+    # Ctrl-C (SIGTERM) stops the control plane with the cluster.
+    wait_until(lambda: not any(running(pid) for pid in pids), timeout=60, what="the control plane stopped")
 
 
 def test_kubeconfig_needs_the_kubernetes_backend(tmp_path: Path) -> None:

@@ -1,9 +1,21 @@
 """A backend-neutral harness for journeys: a real cluster, a client, and invariants after every step.
 
-Three substrates run the same journeys: ``worker`` (controller + worker daemons), ``kubernetes``
-(the KUBERNETES backend against the sandbox: fake API server with Kueue and kubelet simulators)
-and ``real_k8s`` (the KUBERNETES backend against the real kube-apiserver, scheduler,
-controller-manager and Kueue of the session's ``real_control_plane``; marker ``real_k8s``).
+Three substrates run the same journeys: ``worker`` (controller + worker daemons), ``container``
+(the same, with ``defaults.task_image`` set: every task runs in the ``iris-test/python:3.11`` image
+on the session's ``container_engine``) and ``real_k8s`` (the KUBERNETES backend against the real
+kube-apiserver, scheduler, controller-manager and Kueue of the session's ``real_control_plane``,
+pods on its node-agent nodes; marker ``real_k8s``).
+
+A fourth, ``real_kubelet``, is the same real components with a real kubelet and containerd as the
+only node (``real_kubelet_plane``; marker ``real_kubelet``; task pods run the local image
+``iris-test/busybox:1``). Which journeys run there (tests/journeys/test_real_kubelet.py): the job
+model (replicas, retries, a failure without budget), logs that outlive the pod, OOM, execution
+timeout, kill, exec and process status, a pod deleted from outside, image pull failure. They stay
+on node-agent nodes (``real_k8s``) when they need several nodes (constraints and pools across
+workers, preemption and quota stories sized for four nodes, ``test_worker_scheduling``) or a pod
+that talks back to the controller (gangs, whose rendezvous init container calls it; callables,
+sub-jobs, endpoints, ``distributed``): the pods of the real node live in its own network namespace
+and reach nothing beyond it.
 
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:
@@ -14,9 +26,10 @@ it waits, so the invariants are checked on every state the cluster passes throug
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,21 +44,27 @@ from iris.client import CoschedulingConfig, Entrypoint, IrisClient, LocalCluster
 from iris.rpc.enums import ACTIVE_TASK_STATES, TERMINAL_JOB_STATES, TERMINAL_TASK_STATES
 from iris.rpc.errors import NotImplementedForBackend
 from iris.rpc.models import JobDetail
+from iris.testing import container_engine as engines
+from iris.testing.images import PYTHON_IMAGE
 
 T = TypeVar("T")
 
 
 KUBECTL = "kubectl"
-SUBSTRATES = ("worker", "kubernetes", "real_k8s")
+SUBSTRATES = ("worker", "container", "real_k8s", "real_kubelet")
+# Task pods on the real node run this locally built image (iris.testing.images; no registry).
+REAL_KUBELET_IMAGE = "iris-test/busybox:1"
+# Every task of the ``container`` substrate runs in this image (the cluster's defaults.task_image);
+# its Python is the one journeys' commands call (``j.python``).
+CONTAINER_IMAGE = PYTHON_IMAGE
+# The container substrate, where dockerd is installed (.ci/run installs it).
+CONTAINER: list[Any] = ["container"] if engines.available() else []
 # The real control plane as a parameter (marker real_k8s, session fixture real_control_plane).
-# It joins as soon as the control-plane test package is in the tree.
-REAL_K8S: list[Any] = (
-    [pytest.param("real_k8s", marks=pytest.mark.real_k8s)]
-    if importlib.util.find_spec("iris.testing.control_plane") is not None
-    else []
-)
+REAL_K8S: list[Any] = [pytest.param("real_k8s", marks=pytest.mark.real_k8s)]
 # The one parametrisation of backend-neutral journeys: every substrate, the same assertions.
-SUBSTRATE_PARAMS: list[Any] = ["worker", "kubernetes", *REAL_K8S]
+SUBSTRATE_PARAMS: list[Any] = ["worker", *REAL_K8S]
+# ... and the same on containers: for the journeys whose paths differ in an image (job model, logs).
+WITH_CONTAINERS: list[Any] = [*SUBSTRATE_PARAMS, *CONTAINER]
 
 
 @dataclass
@@ -110,12 +129,17 @@ class Journey:
     client: IrisClient
     cluster: LocalCluster
     backend: str
-    # worker, kubernetes (the sandbox) or real_k8s
+    # worker, container (worker daemons, every task in an image), real_k8s or real_kubelet
     substrate: str = "worker"
     kube: Kube | None = None
     finished_tasks: dict[str, str] = field(default_factory=dict)
     finished_jobs: dict[str, str] = field(default_factory=dict)
     checks: int = 0
+
+    @property
+    def python(self) -> str:
+        """The Python a task's command calls: the image's in containers, else the test's own."""
+        return "python3" if self.substrate == "container" else sys.executable
 
     def check_invariants(self) -> None:
         jobs = self.client.list_jobs(limit=1000).jobs
@@ -241,6 +265,10 @@ def substrate_cluster(request: pytest.FixtureRequest, **kwargs: Any) -> Iterator
     """``journey_cluster`` for a fixture parametrised by ``SUBSTRATE_PARAMS``."""
     substrate = str(request.param)
     control_plane = request.getfixturevalue("real_control_plane") if substrate == "real_k8s" else None
+    if substrate == "real_kubelet":
+        control_plane = request.getfixturevalue("real_kubelet_plane")
+    if substrate == "container":
+        request.getfixturevalue("container_engine")  # the engine up, the images loaded
     with journey_cluster(substrate, control_plane=control_plane, **kwargs) as journey:
         yield journey
 
@@ -258,14 +286,29 @@ def journey_cluster(
     namespace is cleared of Iris pods before and after, so modules do not see each other's)."""
     if substrate not in SUBSTRATES:
         raise ValueError(f"unknown substrate {substrate!r}")
-    backend = "worker" if substrate == "worker" else "kubernetes"
+    backend = "worker" if substrate in ("worker", "container") else "kubernetes"
     kube: Kube | None = None
-    k8s_args: dict[str, Any] = {}
-    if substrate == "real_k8s":
+    cluster_args: dict[str, Any] = {}
+    config_dir = None
+    if substrate == "container":
+        config_dir = tempfile.TemporaryDirectory(prefix="iris-journey-")
+        config = Path(config_dir.name) / "cluster.yaml"
+        # A config's timings win over the command line's: the same as the other substrates'.
+        config.write_text(
+            f"defaults: {{task_image: {CONTAINER_IMAGE},"
+            " worker: {reconcile_interval_s: 0.5, unreachable_grace_s: 8.0}}\n"
+        )
+        cluster_args = {"controller_args": ["--config", str(config)]}
+    if substrate == "real_kubelet":
+        # No registry answers the node: a pull fails at once, and 3 s of grace end the attempt.
+        config = Path(control_plane.run_dir) / "iris-real-kubelet.yaml"
+        config.write_text("backend:\n  kind: kubernetes\n  kubernetes:\n    image_pull_grace_s: 3\n")
+        cluster_args = {"controller_args": ["--image", REAL_KUBELET_IMAGE, "--config", str(config)]}
+    if substrate in ("real_k8s", "real_kubelet"):
         kube = Kube(Path(control_plane.admin_kubeconfig), control_plane.namespace)
         kube.clear()
         # The controller runs with its ServiceAccount's token: our RBAC meets the real authorizer.
-        k8s_args = {
+        cluster_args |= {
             "kubeconfig": control_plane.controller_kubeconfig,
             "namespace": control_plane.namespace,
             "local_queue": control_plane.local_queue,
@@ -278,18 +321,21 @@ def journey_cluster(
         worker_attributes=attributes,
         tick_s=0.5,
         worker_grace_s=8.0,  # fence after 4 s: a loaded machine may miss a round or two
-        **k8s_args,
+        **cluster_args,
     )
-    cluster.start()
-    if substrate == "kubernetes":
-        kube = Kube(
-            Path(str(cluster.ready_info["kubeconfig"])), str(cluster.ready_info.get("namespace", "iris"))
-        )
+    try:
+        cluster.start()
+    except BaseException:
+        if config_dir is not None:
+            config_dir.cleanup()
+        raise
     client = IrisClient(cluster.url)
     try:
         yield Journey(client=client, cluster=cluster, backend=backend, substrate=substrate, kube=kube)
     finally:
         client.close()
         cluster.stop()
-        if substrate == "real_k8s" and kube is not None:
+        if substrate in ("real_k8s", "real_kubelet") and kube is not None:
             kube.clear()
+        if config_dir is not None:
+            config_dir.cleanup()

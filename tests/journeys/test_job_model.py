@@ -1,5 +1,5 @@
-"""Backend-neutral journeys: replicas, retries, sub-jobs, timeouts, endpoints — on WORKER, on the
-KUBERNETES sandbox and on the real control plane (``real_k8s``), with the same assertions."""
+"""Backend-neutral journeys: replicas, retries, sub-jobs, timeouts, endpoints — on WORKER, on
+containers and on the real Kubernetes control plane (``real_k8s``), with the same assertions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from tests.journeys.harness import SUBSTRATE_PARAMS, Journey, run_bouncing_gang, substrate_cluster
+from tests.journeys.harness import (
+    CONTAINER_IMAGE,
+    WITH_CONTAINERS,
+    Journey,
+    run_bouncing_gang,
+    substrate_cluster,
+)
 
 from iris.client import (
     CoschedulingConfig,
@@ -21,7 +27,7 @@ from iris.client import (
 SMALL = ResourceSpec(cpu=0.5, memory="64MB")
 
 
-@pytest.fixture(scope="module", params=SUBSTRATE_PARAMS)
+@pytest.fixture(scope="module", params=WITH_CONTAINERS)
 def j(request: pytest.FixtureRequest) -> Iterator[Journey]:
     """The same stories on every substrate."""
     with substrate_cluster(request, attributes=[{"pool": "a"}] * 3) as journey:
@@ -48,6 +54,9 @@ def test_replicas_make_tasks(j: Journey) -> None:
     assert detail.state is JobState.SUCCEEDED
     assert [t.task_index for t in detail.tasks] == [0, 1, 2, 3]
     assert sorted(job.logs()) == ["task 0", "task 1", "task 2", "task 3"]
+    if j.substrate == "container":  # each in the cluster's default image
+        started = [line.line for line in job.read_logs()[0] if line.line.startswith("started ")]
+        assert len(started) == 4 and all(f"in image {CONTAINER_IMAGE}" in s for s in started), started
 
 
 def test_failure_is_retried_within_budget(j: Journey) -> None:
@@ -93,9 +102,9 @@ def test_gang_member_that_already_succeeded_stays_done(j: Journey) -> None:
 
 
 # Exec through the real API server needs SPDY at the kubelet, which the real plane's node agent
-# does not serve: exec is proven on the worker and on the sandbox (whose fake API server speaks
-# the websocket exec protocol itself); process status is the same on every substrate.
-@pytest.mark.parametrize("j", ["worker", "kubernetes"], indirect=True)
+# does not serve: exec is proven here on the worker, the backend's exec call at its seam
+# (tests/backends/kubernetes/test_k8s_backend_api.py) and on the real kubelet's substrate.
+@pytest.mark.parametrize("j", ["worker"], indirect=True)
 def test_exec_and_process_status_reach_the_running_task(j: Journey) -> None:
     job = j.client.submit(
         Entrypoint.from_command("sh", "-c", "echo ready; sleep 60"), name="inspect", resources=SMALL
@@ -157,7 +166,7 @@ def test_sub_job_lives_under_its_parent_and_dies_with_it(j: Journey) -> None:
 
 def test_scheduling_timeout_makes_an_unfittable_job_unschedulable(j: Journey) -> None:
     # Kueue's explanation reaches us on its next Workload read, so give Kubernetes a little longer.
-    deadline = {"worker": 3, "kubernetes": 6}.get(j.substrate, 15)
+    deadline = {"worker": 3, "container": 3}.get(j.substrate, 15)
     job = j.client.submit(
         Entrypoint.from_command("true"),
         name="huge",
@@ -217,6 +226,63 @@ def test_a_gang_agrees_on_one_coordinator_through_distributed(j: Journey) -> Non
     assert [line.split(" coordinator ")[0] for line in lines] == [
         f"rank {i} of 3 (task {i} of 3)" for i in range(3)
     ]
+    assert len({line.split(" coordinator ")[1] for line in lines}) == 1, lines
+
+
+GANG_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES")
+
+
+def gang_handshake() -> None:
+    """Task 0 listens on MASTER_PORT; the others connect to MASTER_ADDR:MASTER_PORT and get an
+    answer: the variables name a coordinator that really is task 0, with no user arguments."""
+    import os
+    import socket
+    import time
+
+    env = os.environ
+    rank, host, port = int(env["RANK"]), env["MASTER_ADDR"], int(env["MASTER_PORT"])
+    assert env["JAX_COORDINATOR_ADDRESS"] == f"{host}:{port}", env["JAX_COORDINATOR_ADDRESS"]
+    if rank == 0:
+        with socket.create_server(("", port)) as server:
+            server.settimeout(120)
+            for _ in range(int(env["WORLD_SIZE"]) - 1):
+                conn, _ = server.accept()
+                with conn:
+                    conn.sendall(b"ack " + conn.recv(64))
+        answer = "served"
+    else:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection((host, port), timeout=10) as conn:
+                    conn.sendall(f"rank {rank}".encode())
+                    answer = conn.recv(64).decode()
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+    values = " ".join(f"{k}={env[k]}" for k in GANG_VARS)
+    print(f"{values} {answer} coordinator {env['JAX_COORDINATOR_ADDRESS']}")
+
+
+def test_a_gang_gets_torchrun_and_jax_variables_naming_task_0(j: Journey) -> None:
+    job = j.client.submit(
+        Entrypoint.from_callable(gang_handshake),
+        name="gang-env",
+        replicas=2,
+        resources=SMALL,
+        coscheduling=CoschedulingConfig(group_by="pool"),
+    )
+    detail = j.step(lambda: finished(j, job), timeout=150, what="gang done")
+    lines = sorted(line for line in job.logs() if line.startswith("RANK="))
+    why = [(t.task_id, t.state, [(a.state, a.error) for a in t.attempts]) for t in detail.tasks]
+    assert detail.state is JobState.SUCCEEDED, (lines, why)
+    ranks = [line.split(" coordinator ")[0] for line in lines]
+    assert ranks == [
+        "RANK=0 WORLD_SIZE=2 LOCAL_RANK=0 NODE_RANK=0 JAX_PROCESS_ID=0 JAX_NUM_PROCESSES=2 served",
+        "RANK=1 WORLD_SIZE=2 LOCAL_RANK=0 NODE_RANK=1 JAX_PROCESS_ID=1 JAX_NUM_PROCESSES=2 ack rank 1",
+    ], lines
     assert len({line.split(" coordinator ")[1] for line in lines}) == 1, lines
 
 

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 
 import pytest
-from tests.journeys.harness import SUBSTRATE_PARAMS, Journey, substrate_cluster
+from tests.journeys.harness import WITH_CONTAINERS, Journey, substrate_cluster
 
 from iris.client import Entrypoint, JobState, ResourceSpec
 
@@ -28,7 +28,7 @@ SCRIPT = (
 )
 
 
-@pytest.fixture(scope="module", params=SUBSTRATE_PARAMS)
+@pytest.fixture(scope="module", params=WITH_CONTAINERS)
 def j(request: pytest.FixtureRequest) -> Iterator[Journey]:
     with substrate_cluster(request, workers=1) as journey:
         yield journey
@@ -41,7 +41,7 @@ def iris(j: Journey, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_tail_status_and_summary_after_the_machine_is_gone(j: Journey) -> None:
     job = j.client.submit(
-        Entrypoint.from_command(sys.executable, "-c", SCRIPT),
+        Entrypoint.from_command(j.python, "-c", SCRIPT),
         name="chatty",
         resources=ResourceSpec(cpu=0.5, memory="512MB"),
     )

@@ -1,6 +1,6 @@
 """Backend-neutral journeys about capacity: a job that waits for room, a higher band taking a lower
-one's place, failed gang generations giving their resources back, and a large callable — on WORKER,
-the KUBERNETES sandbox and the real control plane, with the same assertions.
+one's place, failed gang generations giving their resources back, and a large callable — on WORKER
+and the real Kubernetes control plane, with the same assertions.
 
 On Kubernetes the capacity is the ClusterQueue's quota and Kueue decides who waits and who is
 preempted; on WORKER it is the workers' CPUs and the Iris scheduler decides.
@@ -177,12 +177,16 @@ def test_kubectl_shows_what_iris_job_status_says(j: Journey, tmp_path: Path) -> 
                     ok = (
                         task["state"] == "ASSIGNED"
                         and pod["status"]["phase"] == "Pending"
-                        and any(g["name"] == "kueue.x-k8s.io/admission" for g in pod["spec"]["schedulingGates"])
+                        and any(
+                            g["name"] == "kueue.x-k8s.io/admission" for g in pod["spec"]["schedulingGates"]
+                        )
                         and quota.get("status") == "False"
                         and quota.get("message", "\0") in (task["pending_reason"] or "")
                     )
                 if not ok:
-                    found.append(f"{task['task_id']}: iris {task}, pod {pod['status']}, workload {conditions}")
+                    found.append(
+                        f"{task['task_id']}: iris {task}, pod {pod['status']}, workload {conditions}"
+                    )
         return found
 
     # Kueue and the controller each write on their own schedule: the two views must meet, and stay

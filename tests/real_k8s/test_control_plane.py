@@ -6,6 +6,7 @@ import uuid
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 from tests.conftest import wait_until
 
@@ -141,3 +142,85 @@ def test_controller_token_is_limited_by_rbac(real_control_plane: ControlPlane) -
         assert client.get("/api/v1/namespaces/kube-system/pods").status_code == 403
         assert client.get("/api/v1/namespaces/kube-system/secrets").status_code == 403
         assert client.get("/api/v1/nodes").status_code == 200
+
+
+def _pod_status(client: httpx.Client, namespace: str, name: str) -> dict[str, Any]:
+    return client.get(f"/api/v1/namespaces/{namespace}/pods/{name}").json().get("status") or {}
+
+
+def _task_processes(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if any(marker in part for part in proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+def test_node_agent_kills_over_memory_deadline_and_deletion_and_reports_pull_failures(
+    real_control_plane: ControlPlane,
+) -> None:
+    """What the node agent does in the kubelet's place (run side by side: one wait for all four)."""
+    cp = real_control_plane
+    namespace = cp.namespace
+    tag = uuid.uuid4().hex[:6]
+    marker = f"iris-node-agent-{tag}"
+    hog = _pod(f"hog-{tag}", "python3 -c 'import time; x = bytearray(256 * 1024 * 1024); time.sleep(30)'")
+    hog["spec"]["containers"][0]["resources"]["limits"] = {"memory": "64Mi"}
+    slow = _pod(f"slow-{tag}", "sleep 30")
+    slow["spec"]["activeDeadlineSeconds"] = 1
+    noimage = _pod(f"noimage-{tag}", "true")
+    noimage["spec"]["containers"][0]["image"] = "registry.example/does-not-exist:1"
+    sleeper = _pod(f"sleeper-{tag}", f"sleep 300 & sleep 300 & wait  # {marker}")
+    with cp.admin_client() as client:
+        for pod in (hog, slow, noimage, sleeper):
+            response = client.post(f"/api/v1/namespaces/{namespace}/pods", json=pod)
+            assert response.status_code == 201, response.text
+        try:
+            wait_until(
+                lambda: _phase(client, namespace, f"hog-{tag}") == "Failed", timeout=90, what="OOM kill"
+            )
+            state = _pod_status(client, namespace, f"hog-{tag}")["containerStatuses"][0]["state"][
+                "terminated"
+            ]
+            assert (state["exitCode"], state["reason"]) == (137, "OOMKilled")
+
+            wait_until(
+                lambda: _phase(client, namespace, f"slow-{tag}") == "Failed", timeout=60, what="deadline"
+            )
+            assert _pod_status(client, namespace, f"slow-{tag}")["reason"] == "DeadlineExceeded"
+
+            def waiting_reason() -> str:
+                statuses = _pod_status(client, namespace, f"noimage-{tag}").get("containerStatuses") or [{}]
+                return statuses[0].get("state", {}).get("waiting", {}).get("reason", "")
+
+            wait_until(lambda: waiting_reason() == "ImagePullBackOff", timeout=60, what="image pull back-off")
+            assert _phase(client, namespace, f"noimage-{tag}") == "Pending"
+
+            # The shell and both background sleeps, on this machine.
+            def tree() -> list[psutil.Process] | None:
+                for shell in _task_processes(marker):
+                    try:
+                        children = shell.children(recursive=True)
+                    except psutil.NoSuchProcess:
+                        continue
+                    if len(children) >= 2:
+                        return [shell, *children]
+                return None
+
+            processes = wait_until(tree, timeout=60, what="the sleeper's shell and both sleeps")
+            cp.kubectl("delete", "pod", "-n", namespace, f"sleeper-{tag}", "--grace-period=5", "--wait=true")
+            wait_until(
+                lambda: not [p for p in processes if _alive(p)], timeout=30, what="the pod's processes gone"
+            )
+        finally:
+            for pod in (hog, slow, noimage, sleeper):
+                cp.kubectl(
+                    "delete", "pod", "-n", namespace, pod["metadata"]["name"], "--wait=false", check=False
+                )
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

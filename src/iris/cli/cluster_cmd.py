@@ -54,6 +54,17 @@ def cluster() -> None:
     """Start a local cluster or look at the one you are connected to."""
 
 
+def _build_control_plane() -> None:
+    """Build the local control plane into the cache if it is not there yet, saying so."""
+    from iris.testing.control_plane.binaries import MissingBinaries
+    from iris.testing.control_plane.build import ensure_built
+
+    try:
+        ensure_built(lambda text: console.print(f"  {text}", markup=False, highlight=False))
+    except MissingBinaries as exc:
+        raise CliError(f"cannot start a local Kubernetes control plane: {exc}") from None
+
+
 @cluster.command("start")
 @click.option(
     "--local",
@@ -85,7 +96,7 @@ def cluster() -> None:
 @click.option(
     "--kubeconfig",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="With --backend kubernetes: run against this cluster instead of the local sandbox.",
+    help="With --backend kubernetes: run against this cluster instead of a local control plane.",
 )
 @click.option(
     "--namespace",
@@ -95,6 +106,15 @@ def cluster() -> None:
 )
 @click.option(
     "--queue", default="iris", show_default=True, help="With --kubeconfig: the Kueue LocalQueue of task pods."
+)
+@click.option(
+    "--real-node",
+    type=click.Choice(["auto", "yes", "no"]),
+    default="auto",
+    show_default=True,
+    help="With --backend kubernetes and no --kubeconfig: run pods on a real kubelet with containerd "
+    "(yes), on node agents (no), or on the first when this machine allows it (auto: root, cgroups, "
+    "containerd, runc and the CNI plugins).",
 )
 @click.option(
     "--no-auth",
@@ -114,6 +134,7 @@ def cluster_start(
     kubeconfig: Path | None,
     namespace: str,
     queue: str,
+    real_node: str,
     no_auth: bool,
 ) -> None:
     """Run a controller plus N worker daemons in the foreground; Ctrl-C stops them all.
@@ -130,9 +151,13 @@ def cluster_start(
     With --config, the file's scale groups decide how many workers run (the autoscaler starts
     and stops them), and its controller section sets the port and state directory.
 
-    With --backend kubernetes there are no workers: the controller runs tasks as pods, in a local
-    sandbox (a fake API server with Kueue and kubelet simulators), or with --kubeconfig in any
-    real cluster prepared with `iris k8s manifests | kubectl apply -f -`.
+    With --backend kubernetes there are no workers: the controller runs tasks as pods, on a real
+    local control plane (etcd, kube-apiserver, scheduler, controller-manager and Kueue from the
+    cache of scripts/k8s-control-plane build, built first if missing) whose node is a real kubelet
+    with containerd when this machine allows it (root; pods are containers of the local image
+    iris-test/python:3.11 and reach nothing beyond their node, so submit with --no-workspace),
+    else node agents running pods as local process groups (--real-node says which), or with
+    --kubeconfig in any cluster prepared with `iris k8s manifests | kubectl apply -f -`.
     """
     from iris.client.local_cluster import LocalCluster, machine_share
 
@@ -189,7 +214,10 @@ def cluster_start(
         # A --config says itself whether there is auth (its autoscaled workers use its tokens);
         # a Kubernetes backend's pods are configured by their cluster.
         one_time_token=not no_auth and config_path is None and backend == "worker",
+        real_node=real_node,
     )
+    if backend == "kubernetes" and kubeconfig is None:
+        _build_control_plane()
     _install_sigterm()
     try:
         lc.start()
@@ -201,11 +229,16 @@ def cluster_start(
                 f"  workers:    {lc.num_workers}"
                 + (" (plus what the autoscaler starts)" if autoscaled else "")
             )
-        if "kubeconfig" in lc.ready_info:
-            console.print(f"  kubeconfig: {lc.ready_info['kubeconfig']}")
+        if "k8s_nodes" in lc.ready_info:
+            nodes = ", ".join(str(n) for n in lc.ready_info["k8s_nodes"])  # type: ignore[attr-defined]
             console.print(
-                f"     kubectl --kubeconfig {lc.ready_info['kubeconfig']} get pods -l iris.managed=true"
+                f"  kubernetes: real control plane at {lc.ready_info['k8s_server_url']} (with Kueue)"
             )
+            console.print(f"  nodes:      {nodes} ({lc.ready_info['k8s_runtime']})")
+        if "kubeconfig" in lc.ready_info:
+            kubectl_config = lc.ready_info.get("admin_kubeconfig") or lc.ready_info["kubeconfig"]
+            console.print(f"  kubeconfig: {kubectl_config}")
+            console.print(f"     kubectl --kubeconfig {kubectl_config} get pods -l iris.managed=true")
         console.print(f"  logs:       {lc.state_dir / 'logs'}")
         exports = f"  export IRIS_CONTROLLER_URL={lc.url}"
         if lc.token is not None and token is None:  # the one-time token: the CLI needs it too

@@ -57,11 +57,12 @@ def job_profile(
       iris job profile train --kind threads                 # every thread's stack now
       iris job profile train --kind memory --duration 20s   # memray (needs memray in the task's Python)
 
-    Worker backend only; the job's owner or an admin, as for exec.
+    Process and container tasks on workers (py-spy from the worker's installation) and pods on
+    Kubernetes (the image's own py-spy); the job's owner or an admin, as for exec.
     """
     from iris.client.log_pages import task_path
     from iris.rpc.enums import TaskState
-    from iris.rpc.models import ExecRequest, ExecResponse
+    from iris.rpc.models import ExecRequest, ExecResponse, ProfileRequest
 
     try:
         seconds = parse_duration(duration)
@@ -82,7 +83,8 @@ def job_profile(
                 f"task {task_index} of {handle.job_id} is {task.state.value.lower()}, not running; "
                 "only a running task can be profiled"
             )
-        body = ExecRequest(argv=argv, timeout_s=wait_s)
+        profile = ProfileRequest(kind=kind, duration_s=seconds, format=fmt)  # type: ignore[arg-type]
+        body = ExecRequest(argv=argv, timeout_s=wait_s, profile=profile)
         answer = client.http.request(
             "POST",
             f"/api/v1/tasks/{task_path(handle.job_id)}/{task_index}:exec",

@@ -11,13 +11,13 @@ the coordinator of the previous try. The result feeds ``jax.distributed.initiali
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass
 
 from iris.client.context import advertise_host, iris_ctx
 from iris.rpc.errors import FailedPrecondition
+from iris.rpc.gang import coordinator_endpoint_name
 from iris.rpc.ports import free_port
 
 COORDINATOR_PORT_NAME = "coordinator"
@@ -47,14 +47,6 @@ class Distributed:
             "RANK": str(self.process_id),
             "WORLD_SIZE": str(self.num_processes),
         }
-
-
-def coordinator_endpoint_name(job_id: str) -> str:
-    """One endpoint per job (endpoints are shared by a whole job tree), within the name limit."""
-    name = "coordinator/" + job_id.strip("/")
-    if len(name) > 128:
-        name = "coordinator/" + hashlib.sha256(job_id.encode()).hexdigest()[:32]
-    return name
 
 
 def distributed(timeout: float = 300.0) -> Distributed:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import secrets
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,14 @@ from iris.cluster.worker.devices import split_gpus
 from iris.rpc.errors import Unavailable
 from iris.rpc.ports import free_port
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop_with_parent() -> None:
+    """In the child, before exec: SIGTERM when the process that started it dies, however it dies
+    (kill -9 of ``iris cluster start`` must not leave a controller, workers or a control plane)."""
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
 
 @dataclass
 class _Child:
@@ -25,6 +35,12 @@ class _Child:
     proc: subprocess.Popen[bytes]
     log_path: Path
     log_file: IO[bytes] = field(repr=False)
+
+
+# --backend kubernetes without a kubeconfig: node-agent nodes of the local control plane, and how
+# long it may take to come up (a first run builds it: minutes; the child fails fast otherwise).
+K8S_LOCAL_NODES = 2
+K8S_START_TIMEOUT_S = 3600.0
 
 
 def _wait_for_file(
@@ -64,13 +80,15 @@ class LocalCluster:
         namespace: str = "iris",
         local_queue: str = "iris",
         one_time_token: bool = False,
+        real_node: str = "no",
     ) -> None:
         """``token``: when the controller requires one (a config with ``auth``), an admin token for
         the launcher's own checks; the workers it starts authenticate with ``worker_token``.
 
         ``kubeconfig`` (kubernetes backend): run against that cluster, in ``namespace`` with Kueue
         LocalQueue ``local_queue`` (installed by ``iris k8s manifests``); without it the backend
-        runs against a local sandbox (fake API server with Kueue and kubelet simulators).
+        runs against a real control plane of its own (from the cache of
+        ``scripts/k8s-control-plane build``, built first if missing) with node-agent nodes.
 
         ``one_time_token`` (with no ``token`` given): the controller requires a token made up now,
         ``self.token`` (admin, as the current user; the dashboard URL carries it), and its workers
@@ -103,10 +121,13 @@ class LocalCluster:
         self.kubeconfig = Path(kubeconfig) if kubeconfig is not None else None
         self.namespace = namespace
         self.local_queue = local_queue
+        # kubernetes backend without a kubeconfig: a real kubelet + containerd node ("yes"), the
+        # node agents ("no"), or the first when this machine allows it ("auto").
+        self.real_node = real_node
         self.url = ""
         self.ready_info: dict[str, object] = {}
         self.controller: _Child | None = None
-        self.sandbox: _Child | None = None
+        self.control_plane: _Child | None = None
         self.workers: list[_Child] = []
         self._gpu_shares: list[str] | None = None
         self._controller_argv: list[str] = []
@@ -137,6 +158,8 @@ class LocalCluster:
             stdin=subprocess.DEVNULL,
             env=env,
             start_new_session=True,
+            # The death signal follows the *thread* that forked: tie only children of the main thread.
+            preexec_fn=_stop_with_parent if threading.current_thread() is threading.main_thread() else None,
         )
         return _Child(name, proc, log_path, log_file)
 
@@ -163,7 +186,7 @@ class LocalCluster:
                 argv += ["--queue", self.local_queue]
                 self.ready_info.update({"kubeconfig": str(self.kubeconfig), "namespace": self.namespace})
             elif self.backend == "kubernetes":
-                argv += self._start_k8s_sandbox(timeout_s)
+                argv += self._start_k8s_control_plane(timeout_s)
             self._controller_argv = argv
             self.controller = self._spawn("controller", argv, self._controller_env or None)
             if self.backend == "worker":
@@ -180,31 +203,44 @@ class LocalCluster:
             self.stop()
             raise
 
-    def _start_k8s_sandbox(self, timeout_s: float) -> list[str]:
-        """The kubernetes backend runs against our fake API server with Kueue and kubelet simulators."""
-        ready = self.state_dir / "k8s-sandbox.ready"
+    def _start_k8s_control_plane(self, timeout_s: float) -> list[str]:
+        """The kubernetes backend runs against a real control plane of its own (etcd, kube-apiserver,
+        scheduler, controller-manager, Kueue; built into the cache first if missing) whose pods
+        run on node-agent nodes, started in the foreground of a child process."""
+        ready = self.state_dir / "k8s-control-plane.ready"
         ready.unlink(missing_ok=True)
         argv = [
-            sys.executable,
-            "-m",
-            "iris.testing.k8s_sandbox",
-            "--state-dir",
-            str(self.state_dir / "k8s"),
-            "--ready-file",
-            str(ready),
-        ]
-        self.sandbox = self._spawn("k8s-sandbox", argv)
+            sys.executable, "-m", "iris.testing.control_plane", "serve",
+            "--run-dir", str(self.state_dir / "k8s"), "--ready-file", str(ready),
+            "--nodes", str(K8S_LOCAL_NODES), "--real-node", self.real_node,
+        ]  # fmt: skip
+        self.control_plane = self._spawn("k8s-control-plane", argv)
+        # Starting the plane takes seconds to minutes on a loaded machine (longer if it builds).
         info = _wait_for_file(
-            ready, self.sandbox.proc, "kubernetes sandbox", self.sandbox.log_path, timeout_s
+            ready,
+            self.control_plane.proc,
+            "kubernetes control plane",
+            self.control_plane.log_path,
+            max(timeout_s, K8S_START_TIMEOUT_S),
         )
         self.ready_info.update(
             {
-                "kubeconfig": info["kubeconfig"],
+                "kubeconfig": info["controller_kubeconfig"],
+                "admin_kubeconfig": info["admin_kubeconfig"],
                 "k8s_server_url": info["server_url"],
                 "namespace": info["namespace"],
+                "k8s_nodes": info["node_names"],
+                "k8s_runtime": info.get("runtime") or "node agent (pods run as local process groups)",
+                "k8s_real_node": info.get("real_node"),
             }
         )
-        return ["--kubeconfig", str(info["kubeconfig"]), "--namespace", str(info["namespace"])]
+        image: list[str] = []
+        if info.get("default_image") and "--image" not in self.controller_args:
+            image = ["--image", str(info["default_image"])]
+        return [
+            "--kubeconfig", str(info["controller_kubeconfig"]), "--namespace", str(info["namespace"]),
+            "--queue", str(info["local_queue"]), *image,
+        ]  # fmt: skip
 
     def add_worker(
         self,
@@ -303,14 +339,15 @@ class LocalCluster:
         )
 
     def stop(self, timeout_s: float = 10.0) -> None:
-        # Workers and controller first; the sandbox (whose kubelet owns pod processes) last.
+        # Workers and controller first; the control plane (whose node agents own pod processes) last.
         children = [*self.workers, *([self.controller] if self.controller else [])]
         self._terminate(children, timeout_s)
-        if self.sandbox is not None:
-            self._terminate([self.sandbox], timeout_s)
+        if self.control_plane is not None:
+            # It stops its components (up to 10 s each) before it exits.
+            self._terminate([self.control_plane], max(timeout_s, 60.0))
         self.workers = []
         self.controller = None
-        self.sandbox = None
+        self.control_plane = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None

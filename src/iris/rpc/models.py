@@ -684,11 +684,24 @@ class TaskResults(WireModel):
     results: list[TaskResult]
 
 
+class ProfileRequest(WireModel):
+    """``iris job profile``: which profiler, how long, what output (see runtime/profiling.py)."""
+
+    kind: Literal["cpu", "threads", "memory"] = "threads"
+    duration_s: float = Field(default=10.0, gt=0, le=600)
+    format: Literal["svg", "text"] = "text"
+
+
 class ExecRequest(WireModel):
-    """Run a command beside a running task (its working directory and environment, or its pod)."""
+    """Run a command beside a running task (its working directory and environment, or its pod).
+
+    With ``profile`` a worker daemon ignores ``argv`` and runs that profiler itself, on its own
+    machine against the task's processes (those of a container task too, by their host pid); a
+    pod (which has no daemon) runs ``argv``."""
 
     argv: list[str] = Field(min_length=1, max_length=1000)
     timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    profile: ProfileRequest | None = None
 
 
 class ExecResponse(WireModel):

@@ -1,10 +1,9 @@
-"""A local stand-in for a Kubernetes cluster with Kueue, for tests and ``--backend kubernetes`` sandboxes.
+"""Test support shipped with Iris (used by the tests and by ``iris cluster start --local``).
 
-- ``fake_apiserver``: ``FakeApiServer`` speaks the real REST + watch protocol (kubectl, the
-  official client and lightkube work unchanged), including pods/log, pods/exec and Kueue kinds.
-- ``kueue_sim``: ``KueueSimulator`` gates queued pods and admits them by ClusterQueue quota and
-  priority, pod groups all at once, preempting lower-priority workloads when needed.
-- ``kubelet_sim``: ``KubeletSimulator`` schedules ungated pods onto fake Nodes and runs their
-  first container as a local process group.
-- ``k8s_sandbox``: ``start_sandbox(state_dir)`` wires the three together (also a CLI).
+- ``control_plane``: the real Kubernetes control plane (etcd, kube-apiserver, scheduler,
+  controller-manager, Kueue) on loopback, built from pinned Go modules; ``real_control_plane`` is
+  its pytest fixture and ``python -m iris.testing.control_plane serve`` runs one in the foreground.
+- ``kubelet_sim``: the node agent, extra Nodes on that plane whose pods run as local process groups.
+- ``round_harness``, ``simulated_workers``, ``chaos``, ``netns``, ``container_engine``: helpers for
+  the controller, fault-injection and container tests.
 """

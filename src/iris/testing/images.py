@@ -4,6 +4,8 @@
 - ``iris-test/busybox:1``: Debian's static busybox with its applets linked in ``/bin``.
 - ``iris-test/python:3.11``: ``debootstrap --variant=minbase --include=python3 bookworm`` (Debian
   bookworm's Python 3.11) from the apt mirror this machine is configured with.
+- ``iris-test/pause:1``: the pod sandbox image of the real node's containerd: a static Go binary
+  (``CGO_ENABLED=0``, a few lines that sleep until SIGTERM/SIGINT and reap children) in a scratch rootfs.
 
 Each archive holds one uncompressed layer, an image config, an OCI layout (``oci-layout``,
 ``index.json``, ``blobs/sha256/*``) and Docker's ``manifest.json`` pointing at the same blobs. Archives
@@ -31,7 +33,9 @@ from pathlib import Path
 
 BUSYBOX_IMAGE = "iris-test/busybox:1"
 PYTHON_IMAGE = "iris-test/python:3.11"
+PAUSE_IMAGE = "iris-test/pause:1"
 TEST_IMAGES = (BUSYBOX_IMAGE, PYTHON_IMAGE)
+KNOWN_IMAGES = (*TEST_IMAGES, PAUSE_IMAGE)
 
 # Bump when the recipe changes: it is part of every cache key.
 _RECIPE_VERSION = "1"
@@ -39,6 +43,35 @@ _SUITE = "bookworm"
 _PYTHON_PACKAGES = ("python3",)
 _DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# The pod sandbox's process: hold the pod's namespaces until told to stop, reaping orphans.
+_PAUSE_SOURCE = """package main
+
+import (
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	child := make(chan os.Signal, 1)
+	signal.Notify(child, syscall.SIGCHLD)
+	for {
+		select {
+		case <-stop:
+			os.Exit(0)
+		case <-child:
+			for {
+				var status syscall.WaitStatus
+				if pid, _ := syscall.Wait4(-1, &status, syscall.WNOHANG, nil); pid <= 0 {
+					break
+				}
+			}
+		}
+	}
+}
+"""
 
 
 class ImageBuildError(Exception):
@@ -94,7 +127,17 @@ def _recipe(name: str) -> _Recipe:
     if name == PYTHON_IMAGE:
         inputs = ("python", _RECIPE_VERSION, _SUITE, apt_mirror(), *_PYTHON_PACKAGES)
         return _Recipe(name, inputs, ("python3",))
-    raise ImageBuildError(f"{name} is not a test image (known: {', '.join(TEST_IMAGES)}).")
+    if name == PAUSE_IMAGE:
+        return _Recipe(name, ("pause", _RECIPE_VERSION, _go_version(), _PAUSE_SOURCE), ("/pause",))
+    raise ImageBuildError(f"{name} is not a test image (known: {', '.join(KNOWN_IMAGES)}).")
+
+
+def _go_version() -> str:
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    try:
+        return subprocess.run([go, "version"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ImageBuildError(f"go is needed to build {PAUSE_IMAGE} and is not usable: {exc}") from exc
 
 
 def archive_path(name: str) -> Path:
@@ -119,6 +162,8 @@ def image_archive(name: str) -> Path:
             rootfs.mkdir()
             if name == BUSYBOX_IMAGE:
                 _busybox_rootfs(rootfs)
+            elif name == PAUSE_IMAGE:
+                _pause_rootfs(rootfs, build)
             else:
                 _debootstrap_rootfs(rootfs, build / "debootstrap.log")
             partial = build / "image.tar"
@@ -156,6 +201,24 @@ def _busybox_rootfs(rootfs: Path) -> None:
         "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n"
     )
     (rootfs / "etc" / "group").write_text("root:x:0:\nnogroup:x:65534:\n")
+
+
+def _pause_rootfs(rootfs: Path, scratch: Path) -> None:
+    source = scratch / "pause-src"
+    source.mkdir()
+    (source / "go.mod").write_text("module iris.local/pause\n\ngo 1.21\n")
+    (source / "main.go").write_text(_PAUSE_SOURCE)
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-buildvcs=false", "GOTOOLCHAIN": "local"}
+    result = subprocess.run(
+        [go, "build", "-trimpath", "-ldflags", "-s -w", "-o", str(rootfs / "pause"), "."],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise ImageBuildError(f"could not build the pause binary: {result.stderr.strip()[-300:]}")
 
 
 def _debootstrap_rootfs(rootfs: Path, log_path: Path) -> None:

@@ -58,8 +58,13 @@ class NetnsLink:
         _ip(f"link set {self.host_if} up")
 
     def delete(self) -> None:
-        subprocess.run(["ip", "link", "del", self.host_if], capture_output=True)
-        subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
+        NetnsLink.remove(self.name, self.host_if)
+
+    @staticmethod
+    def remove(name: str, host_if: str) -> None:
+        """Delete the veth pair and the namespace (either may already be gone)."""
+        subprocess.run(["ip", "link", "del", host_if], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
 
 
 def _ip(args: str) -> None:

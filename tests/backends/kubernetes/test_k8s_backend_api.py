@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 
@@ -21,11 +22,12 @@ from k8s_backend_helpers import run, run_spec, stop, wait_for
 from iris.cluster.backends.kubernetes import KubernetesBackend, KubernetesBackendConfig
 from iris.cluster.backends.kubernetes.api import ExecResult, KubeApiError
 from iris.cluster.backends.kubernetes.naming import pod_name
-from iris.cluster.controller.backend import TaskTarget
+from iris.cluster.controller.backend import AttemptRef, TaskTarget
 from iris.cluster.controller.failure import IMAGE_ERROR_PREFIX
+from iris.cluster.runtime.profiling import pod_profile_argv
 from iris.rpc.enums import PriorityBand, TaskState
 from iris.rpc.errors import InvalidArgument, NotFound, Unavailable
-from iris.rpc.models import CoschedulingConfig
+from iris.rpc.models import CoschedulingConfig, ExecRequest, ProfileRequest
 
 UID_A, UID_B = "aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"
 NAME_A = pod_name("/alice/train/0", UID_A)
@@ -534,6 +536,34 @@ def test_exec_runs_in_the_task_container_or_fails_clearly(
         backend.exec(TaskTarget(attempt_uid="dddddddddddddddd"), "/alice/train/0", ["true"])
     with pytest.raises(InvalidArgument):
         backend.exec(target, "/alice/train/0", [])
+
+
+def test_a_profile_runs_the_images_profiler_against_the_containers_pid_1(
+    api: FakeKubeApi, backend: KubernetesBackend
+) -> None:
+    """The caller's argv is not what runs: the backend builds the pod's profiler command itself."""
+    backend.reconcile([run(UID_A, run_spec(UID_A))])
+    calls: list[list[str]] = []
+
+    def handler(name: str, container: str, argv: list[str], timeout_s: float) -> ExecResult:
+        calls.append(argv)
+        return ExecResult(exit_code=0, stdout="Thread 1 (idle)\n", stderr="")
+
+    api.exec_handler = handler
+    ref = AttemptRef(TaskTarget(attempt_uid=UID_A), UID_A, "/alice/train/0")
+    request = ExecRequest(argv=["rm", "-rf", "/"], profile=ProfileRequest(kind="threads"))
+    assert backend.attempt_exec(ref, request).stdout == "Thread 1 (idle)\n"
+    assert calls == [pod_profile_argv("threads", 10.0, "text")]
+    script = calls[0][2]
+    assert "command -v py-spy" in script and "IRIS_TASK_PID=1" in script and "dump --pid" in script
+    # Where the image has no py-spy, one sentence says so (the script run here with a bare PATH).
+    done = subprocess.run(
+        ["/bin/sh", *calls[0][1:]], capture_output=True, text=True, env={"PATH": "/nonexistent"}, timeout=30
+    )
+    assert (done.returncode, done.stderr.strip()) == (
+        3,
+        "py-spy is not installed in the task's image (pip install py-spy there to profile its pods)",
+    )
 
 
 def test_job_image_is_the_pod_image_and_a_pull_failure_ends_with_kind_image(api: FakeKubeApi) -> None:

@@ -146,6 +146,43 @@ def test_gang_gets_pod_group() -> None:
     assert sibling["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] == group
 
 
+def test_a_gang_member_knows_its_rank_and_learns_the_coordinator_before_it_starts() -> None:
+    spec = run_spec(
+        replicas=4, gang_size=4, gang_generation=5, coscheduling=CoschedulingConfig(group_by="pool")
+    )
+    pod = build(spec)
+    env = env_of(pod)
+    port = env["MASTER_PORT"]
+    assert {k: env[k] for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_RANK", "JAX_PROCESS_ID")} == {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "0",
+        "NODE_RANK": "3",
+        "JAX_PROCESS_ID": "3",
+    }
+    assert env["JAX_NUM_PROCESSES"] == "4" and 20000 <= int(port) < 30000
+    # The address comes from the rendezvous init container's file, sourced before the task runs.
+    assert "MASTER_ADDR" not in env and env["IRIS_GANG_ENV"] == "/iris-gang/env.sh"
+    container = pod["spec"]["containers"][0]
+    assert container["command"][:2] == ["sh", "-c"] and container["command"][-4:] == [
+        "python",
+        "train.py",
+        "--lr",
+        "0.1",
+    ]
+    (rendezvous,) = [c for c in pod["spec"]["initContainers"] if c["name"] == "gang-rendezvous"]
+    init_env = {e["name"]: e.get("value", e.get("valueFrom")) for e in rendezvous["env"]}
+    assert init_env["IRIS_POD_IP"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+    assert init_env["IRIS_GANG_GENERATION"] == "5" and init_env["MASTER_PORT"] == port
+    assert init_env["IRIS_GANG_ENDPOINT"] == "coordinator/alice/train"
+    # A retried gang (a new generation) gets another port.
+    assert env_of(build(spec.model_copy(update={"gang_generation": 6})))["MASTER_PORT"] != port
+    # A task without a gang has no rendezvous and runs its own command.
+    plain = build(run_spec())
+    assert "initContainers" not in plain["spec"] and "RANK" not in env_of(plain)
+    assert plain["spec"]["containers"][0]["command"] == ["python", "train.py", "--lr", "0.1"]
+
+
 @pytest.mark.parametrize(
     "spec",
     [run_spec(replicas=4), run_spec(replicas=1, coscheduling=CoschedulingConfig(group_by="pool"))],
@@ -299,7 +336,7 @@ def test_callable_entrypoint_runs_from_the_pod_command(arg: int, code: int) -> N
     """Run the rendered command and env exactly as the kubelet would, in a local process."""
     pod = build(run_spec(entrypoint=Entrypoint.from_callable(_double, arg)))
     container = pod["spec"]["containers"][0]
-    assert container["command"] == ["python", "-c", CALLABLE_BOOTSTRAP]
+    assert container["command"] == ["python3", "-c", CALLABLE_BOOTSTRAP]
     env = {**os.environ, **env_of(pod)}
     payload = base64.b64decode(env["IRIS_CALLABLE_B64"])
     assert cloudpickle.loads(payload)[1] == (arg,)
@@ -313,7 +350,7 @@ def test_a_large_callable_is_fetched_not_carried_in_the_pod() -> None:
     pod = build(run_spec(entrypoint=Entrypoint.from_callable(_double, b"x" * 2_000_000)))
     container = pod["spec"]["containers"][0]
     assert "IRIS_CALLABLE_B64" not in env_of(pod)
-    assert container["command"] == ["python", "-c", CALLABLE_BOOTSTRAP]
+    assert container["command"] == ["python3", "-c", CALLABLE_BOOTSTRAP]
     assert ":callable" in CALLABLE_BOOTSTRAP and "IRIS_TOKEN" in CALLABLE_BOOTSTRAP
     assert len(json.dumps(pod)) < CALLABLE_INLINE_MAX + 16_384
 

@@ -20,6 +20,12 @@ def observe(pod: dict[str, Any] | None, *, now: float = T0 + 10, kueue_reason: s
     return map_pod_status(pod, now=now, image_pull_grace_s=GRACE, kueue_reason=kueue_reason)
 
 
+def _deleted(pod: dict[str, Any], *, grace: int) -> dict[str, Any]:
+    pod["metadata"]["deletionTimestamp"] = iso(T0 + 5)
+    pod["metadata"]["deletionGracePeriodSeconds"] = grace
+    return pod
+
+
 ROWS: list[tuple[str, dict[str, Any] | None, TaskState, str | None]] = [
     ("missing", None, TaskState.MISSING, "pod not found"),
     ("kueue gated", make_pod(gates=[KUEUE]), TaskState.ASSIGNED, "waiting for Kueue admission"),
@@ -124,6 +130,20 @@ ROWS: list[tuple[str, dict[str, Any] | None, TaskState, str | None]] = [
         "being deleted outside Iris",
     ),
     (
+        # kubectl delete pod --wait=false: the kubelet's SIGTERM ends the task (143) and the pod
+        # fails before it goes; deletion asked at T0+5-30 (deletionTimestamp minus the grace).
+        "deleted by someone else, the kubelet's SIGTERM ended it",
+        _deleted(make_pod(phase="Failed", container_state=terminated(143, end=T0 + 2)), grace=30),
+        TaskState.WORKER_FAILED,
+        "deleted outside Iris",
+    ),
+    (
+        "failed on its own, deleted afterwards",
+        _deleted(make_pod(phase="Failed", container_state=terminated(3, end=T0 - 40)), grace=30),
+        TaskState.FAILED,
+        "exited with code 3",
+    ),
+    (
         "kueue stopping a running pod",
         make_pod(
             phase="Running",
@@ -209,6 +229,29 @@ def test_map_pod_status_rows(pod: dict[str, Any] | None, state: TaskState, messa
     assert obs.state is state
     if message is not None:
         assert message in (obs.message or "")
+
+
+def test_an_init_container_the_image_cannot_start_fails_the_task_not_the_node() -> None:
+    """As the real kubelet reports an image without the interpreter the init container runs."""
+    pod = make_pod(phase="Failed", container_state=waiting("PodInitializing"))
+    pod["status"]["initContainerStatuses"] = [
+        {
+            "name": "fetch-bundle",
+            "state": {
+                "terminated": {
+                    "exitCode": 128,
+                    "reason": "StartError",
+                    "message": 'exec: "python3": executable file not found in $PATH',
+                }
+            },
+        }
+    ]
+    obs = observe(pod)
+    assert obs.state is TaskState.FAILED
+    assert (
+        obs.message
+        == 'init container fetch-bundle could not start: exec: "python3": executable file not found in $PATH'
+    )
 
 
 def test_exit_codes_and_times_are_reported() -> None:

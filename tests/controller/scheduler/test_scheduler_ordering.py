@@ -165,3 +165,35 @@ def test_positions_count_within_each_band():
         "/u/i/1": 2,
         "/u/b/0": 1,
     }
+
+
+def test_the_one_walk_order_is_the_units_order() -> None:
+    """order_pending (the pass's stage 1, one walk over the tasks) orders exactly as
+    order_units(build_units(...)): bands, gangs, depth, tree age, fair share and its ties."""
+    import random
+
+    from iris.cluster.controller.scheduler.ordering import build_units, order_pending, order_units
+
+    def ids(units) -> list[str]:
+        return [u.task_id if hasattr(u, "task_id") else "gang:" + u.head.task_id for u in units]
+
+    rng = random.Random(3)
+    for _ in range(20):
+        tasks = []
+        for j in range(rng.randrange(1, 40)):
+            user = f"u{rng.randrange(4)}"
+            kw = {
+                "user": user,
+                "band": rng.choice((BATCH, INTER, PROD)),
+                "depth": rng.randrange(1, 3),
+                "root_submitted_at": float(rng.randrange(5)),
+                "submitted_at": float(rng.randrange(5)),
+                "cpu": rng.choice((0.1, 1, 4)),
+            }
+            if rng.random() < 0.2:
+                tasks += gang(f"/{user}/g{j}", rng.randrange(1, 4), **kw)
+            else:
+                tasks += [task(f"/{user}/j{j}/{i}", **kw) for i in range(rng.randrange(1, 4))]
+        rng.shuffle(tasks)
+        for usage in (None, {"u1": 30.0, "u2": 2.0}):
+            assert ids(order_pending(tasks, usage)) == ids(order_units(build_units(tasks), usage))

@@ -190,17 +190,17 @@ class Verdict(Enum):
 class Applied:
     """What ``store.commit`` actually wrote."""
 
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list[Change])
     # Decided from a state that has since moved on (re-decided next round).
-    dropped: list[Change] = field(default_factory=list)
+    dropped: list[Change] = field(default_factory=list[Change])
     # A task edge not in transitions.TASK_TRANSITIONS: a kernel bug, logged and never written.
-    refused: list[Change] = field(default_factory=list)
+    refused: list[Change] = field(default_factory=list[Change])
     # Jobs whose tasks moved (to roll up), workers whose desired set changed (to reconcile).
-    jobs: set[str] = field(default_factory=set)
-    workers: set[str] = field(default_factory=set)
+    jobs: set[str] = field(default_factory=set[str])
+    workers: set[str] = field(default_factory=set[str])
     # task id -> (attempt uid, attempt number) of every attempt created.
-    attempts: dict[str, tuple[str, int]] = field(default_factory=dict)
-    finished_jobs: list[str] = field(default_factory=list)
+    attempts: dict[str, tuple[str, int]] = field(default_factory=dict[str, tuple[str, int]])
+    finished_jobs: list[str] = field(default_factory=list[str])
     # A worker registered (or re-registered) or was deleted.
     fleet_changed: bool = False
 

@@ -199,9 +199,9 @@ def _build_controller(
         kind=BackendKind.KUBERNETES,
         display_name=(config.backend.display_name if config is not None else "") or "Kubernetes (Kueue)",
     )
-    backend = KubernetesBackend(k8s_config, controller_url="", backend_id=descriptor.backend_id)
+    pods = KubernetesBackend(k8s_config, controller_url="", backend_id=descriptor.backend_id)
     return create_controller(
-        descriptor, state_dir=state_dir, db=db, auth=auth, backend=backend, tick_interval_s=tick_interval_s
+        descriptor, state_dir=state_dir, db=db, auth=auth, backend=pods, tick_interval_s=tick_interval_s
     )
 
 

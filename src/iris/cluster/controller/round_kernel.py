@@ -91,12 +91,12 @@ class RoundPlan:
 
     effects: Effects
     now: float
-    unplaced: list[TaskRequest] | None = field(default_factory=list)
-    pending: dict[str, PendingReason] = field(default_factory=dict)
+    unplaced: list[TaskRequest] | None = field(default_factory=list[TaskRequest])
+    pending: dict[str, PendingReason] = field(default_factory=dict[str, PendingReason])
     # Victims to stop (victim task id -> preemptor task id): ``preempt`` decides their moves.
-    victims: dict[str, str] = field(default_factory=dict)
+    victims: dict[str, str] = field(default_factory=dict[str, str])
     # Submission times of the tasks considered (task id -> time), for dispatch latency.
-    submitted_at: dict[str, float] = field(default_factory=dict)
+    submitted_at: dict[str, float] = field(default_factory=dict[str, float])
     placed: frozenset[str] = frozenset()  # the tasks given a worker
     waiting_gangs: frozenset[str] = frozenset()  # gangs whose earlier members are still stopping
     # WORKER: what the pending queue let this pass see (the controller records it once committed).
@@ -106,7 +106,7 @@ class RoundPlan:
     # The cpu cores each user's running work held when the pass read the fleet (fair share).
     cores_by_user: dict[str, float] | None = None
     # Seconds the scheduler spent in each stage (scheduler.kernel.STAGES), for /metrics.
-    stage_seconds: dict[str, float] = field(default_factory=dict, compare=False)
+    stage_seconds: dict[str, float] = field(default_factory=dict[str, float], compare=False)
 
     def with_effects(self, more: Effects) -> RoundPlan:
         return replace(self, effects=self.effects + more)
@@ -138,7 +138,7 @@ def fleet_views(
                 stopping=u.stop_reason is not None or u.state not in ACTIVE_TASK_STATES,
             )
         )
-    views = []
+    views: list[WorkerView] = []
     for w in workers:
         cap = Resources.from_spec(w.capacity)
         u = used.get(w.worker_id, [0, 0, 0, 0])
@@ -310,7 +310,7 @@ def preempt(
     now: float,
 ) -> Effects:
     """Stop each victim (task id -> the preemptor's task id) that still runs; charge its budget."""
-    changes = []
+    changes: list[Change] = []
     for victim, preemptor in victims.items():
         task = tasks.get(victim)
         if task is None or task.current_attempt_uid is None or task.state not in ACTIVE_TASK_STATES:

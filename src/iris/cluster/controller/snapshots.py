@@ -56,6 +56,22 @@ class WorkerRow:
 
 
 @dataclass(frozen=True, slots=True)
+class LiveAttempt:
+    """An attempt whose runtime is not yet confirmed gone, with what a reconcile plan needs."""
+
+    attempt_uid: str
+    task_id: str
+    job_id: str
+    task_index: int
+    attempt_number: int
+    worker_id: str | None
+    state: TaskState
+    stop_reason: StopReason | None
+    task_state: TaskState
+    current_attempt_uid: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class PendingTask:
     task_id: str
     job_id: str
@@ -89,15 +105,19 @@ class AttemptUsage:
 
 @dataclass(frozen=True)
 class RoundSnapshot:
-    pending: list[PendingTask] = field(default_factory=list)
-    workers: list[WorkerRow] = field(default_factory=list)
-    usage: list[AttemptUsage] = field(default_factory=list)
+    pending: list[PendingTask] = field(default_factory=list[PendingTask])
+    workers: list[WorkerRow] = field(default_factory=list[WorkerRow])
+    usage: list[AttemptUsage] = field(default_factory=list[AttemptUsage])
     # Gang jobs with pending members whose earlier members are still stopping.
     stopping_gangs: frozenset[str] = frozenset()
     # RUNNING tasks past their job's execution timeout, with their current attempt.
-    timed_out: list[tuple[TaskSnapshot, AttemptSnapshot | None]] = field(default_factory=list)
+    timed_out: list[tuple[TaskSnapshot, AttemptSnapshot | None]] = field(
+        default_factory=list[tuple[TaskSnapshot, AttemptSnapshot | None]]
+    )
     # Waiting tasks past their job's scheduling deadline, with their attempt and pending reason.
-    expired: list[tuple[TaskSnapshot, AttemptSnapshot | None, str | None]] = field(default_factory=list)
+    expired: list[tuple[TaskSnapshot, AttemptSnapshot | None, str | None]] = field(
+        default_factory=list[tuple[TaskSnapshot, AttemptSnapshot | None, str | None]]
+    )
 
 
 @dataclass(frozen=True)

@@ -63,20 +63,26 @@ def distributed_env(spec: RunSpec) -> dict[str, str]:
     if spec.gang_coordinator is None or spec.gang_size is None:
         return {}
     host, _, port = spec.gang_coordinator.rpartition(":")
-    rank, size = str(spec.task_index), str(spec.gang_size)
     return {
         "IRIS_COORDINATOR_ADDRESS": spec.gang_coordinator,
         "JAX_COORDINATOR_ADDRESS": spec.gang_coordinator,
-        "JAX_NUM_PROCESSES": size,
-        "JAX_PROCESS_ID": rank,
         "MASTER_ADDR": host,
-        "MASTER_PORT": port,
-        "WORLD_SIZE": size,
-        "RANK": rank,
+        **gang_rank_env(spec.task_index, spec.gang_size, int(port)),
+    }
+
+
+def gang_rank_env(rank: int, size: int, port: int) -> dict[str, str]:
+    """The distributed variables that do not name the coordinator's host."""
+    return {
+        "JAX_NUM_PROCESSES": str(size),
+        "JAX_PROCESS_ID": str(rank),
+        "MASTER_PORT": str(port),
+        "WORLD_SIZE": str(size),
+        "RANK": str(rank),
         "LOCAL_RANK": "0",
         "LOCAL_WORLD_SIZE": "1",
-        "NODE_RANK": rank,
-        "GROUP_RANK": rank,
+        "NODE_RANK": str(rank),
+        "GROUP_RANK": str(rank),
     }
 
 

@@ -24,16 +24,16 @@ still there); a CLI killed before its container ended is followed by ``rm -f``.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
 import logging
 import os
 import re
 import shutil
 import subprocess
+import sysconfig
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from iris.cluster.runtime.task_runtime import ExitFacts, Launch
@@ -50,18 +50,12 @@ _CLI_TIMEOUT_S = 60.0
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 MANAGED_LABEL = "iris.managed"
 # Where a callable's runner finds the iris package and cloudpickle inside the container (first on
-# its PYTHONPATH), and the worker's copies of what the Iris client needs besides (pydantic...), which
-# the runner puts last on its path: the image's own copies win.
+# its PYTHONPATH), and the worker's own site-packages (pydantic for the Iris client, and whatever
+# else a pickled callable refers to), which the runner puts last on its path: the image's own
+# packages win, the worker's fill in what the image lacks (same Python minor version as the worker).
 RUNNER_DIR = "/opt/iris-runner"
-RUNNER_DEPS_DIR = "/opt/iris-runner-deps"
+RUNNER_DEPS_DIR = "/opt/iris-runner-site"
 RUNNER_DEPS_ENV = "IRIS_RUNNER_FALLBACK_PATH"
-_CLIENT_DEPENDENCIES = (
-    "pydantic",
-    "pydantic_core",
-    "typing_extensions",
-    "typing_inspection",
-    "annotated_types",
-)
 
 
 def default_cli() -> str:
@@ -165,7 +159,10 @@ class ContainerTaskRuntime:
         if launch.task_uid is not None:
             args += ["--user", f"{launch.task_uid}:{launch.task_uid}"]
         for node in device_nodes(launch.device_env, self._device_dir):
-            args += ["--device", node]
+            # A node of the worker's device dir is the container's /dev/<name>, wherever the worker
+            # keeps it (IRIS_DEVICE_DIR): CUDA and TPU runtimes look in /dev.
+            inside = f"/dev/{os.path.basename(node)}" if os.path.dirname(node) == self._device_dir else node
+            args += ["--device", f"{node}:{inside}"]
         task_env = dict(launch.env)
         argv = list(launch.argv)
         if spec.entrypoint.kind != "command":
@@ -175,12 +172,14 @@ class ContainerTaskRuntime:
             argv = ["python3", *argv[1:]]
             for name, source in runner_packages().items():
                 args += ["-v", f"{source}:{RUNNER_DIR}/{name}:ro"]
-            for name, source in client_dependencies().items():
-                args += ["-v", f"{source}:{RUNNER_DEPS_DIR}/{name}:ro"]
+            fallback = []
+            for number, source in enumerate(worker_site_packages()):
+                fallback.append(f"{RUNNER_DEPS_DIR}/{number}")
+                args += ["-v", f"{source}:{fallback[-1]}:ro"]
             args += ["-v", f"{payload}:{payload}:ro"]
             before = task_env.get("PYTHONPATH")
             task_env["PYTHONPATH"] = f"{RUNNER_DIR}:{before}" if before else RUNNER_DIR
-            task_env[RUNNER_DEPS_ENV] = RUNNER_DEPS_DIR
+            task_env[RUNNER_DEPS_ENV] = ":".join(fallback)
             task_env["PYTHONDONTWRITEBYTECODE"] = "1"
             self._callables.add(uid)
         venv = task_env.get("VIRTUAL_ENV")
@@ -221,7 +220,8 @@ class ContainerTaskRuntime:
                 size = format_bytes(limit) if limit else "its limit"
                 facts = ExitFacts(
                     oom=True,
-                    message=f"out of memory (the container was OOM-killed): used {size}, limit {size}",
+                    message=f"out of memory (the container reached its memory limit and was OOM-killed): "
+                    f"used {size}, limit {size}",
                     exit_code=137,
                 )
             if state is not None:
@@ -261,6 +261,23 @@ class ContainerTaskRuntime:
 
     def adopt(self, live_attempt_uids: frozenset[str]) -> list[str]:
         """Containers a previous run of this worker left: the live attempts' are kept, the rest removed."""
+        stale = [name for name, uid in self._listed() if uid not in live_attempt_uids]
+        if stale:
+            self._run(["rm", "-f", *stale])
+        return stale
+
+    def remove_attempts(self, attempt_uids: Collection[str]) -> list[str]:
+        """Remove this worker's containers of ``attempt_uids`` whatever their state (the watchdog's
+        sweep: a container created while its ``docker run`` was being killed is never started, so
+        ``--rm`` never removes it)."""
+        wanted = set(attempt_uids)
+        doomed = [name for name, uid in self._listed() if uid in wanted]
+        if doomed:
+            self._run(["rm", "-f", *doomed])
+        return doomed
+
+    def _listed(self) -> list[tuple[str, str]]:
+        """(name, attempt uid) of every container labelled with this worker, in any state."""
         listed = self._run(
             [
                 "ps",
@@ -273,14 +290,8 @@ class ContainerTaskRuntime:
         )
         if listed.returncode != 0:
             return []
-        stale = []
-        for line in listed.stdout.splitlines():
-            name, _, uid = line.partition("\t")
-            if name and uid not in live_attempt_uids:
-                stale.append(name)
-        if stale:
-            self._run(["rm", "-f", *stale])
-        return stale
+        pairs = (line.partition("\t") for line in listed.stdout.splitlines())
+        return [(name, uid) for name, _, uid in pairs if name]
 
     def release(self, attempt_uid: str) -> None:
         self._limits.pop(attempt_uid, None)
@@ -440,17 +451,14 @@ def runner_packages() -> dict[str, str]:
 
 
 @functools.cache
-def client_dependencies() -> dict[str, str]:
-    """The worker's copies of the Iris client's dependencies, by file or directory name: a task in
-    an image without them can still use the client (same Python minor version as the worker's)."""
-    found: dict[str, str] = {}
-    for module in _CLIENT_DEPENDENCIES:
-        spec = importlib.util.find_spec(module)
-        if spec is None or not spec.origin:
-            continue
-        origin = os.path.abspath(spec.origin)
-        source = os.path.dirname(origin) if spec.submodule_search_locations else origin
-        found[os.path.basename(source)] = source
+def worker_site_packages() -> list[str]:
+    """The worker's site-packages directories (its venv's, when it runs in one)."""
+    paths = sysconfig.get_paths()
+    found: list[str] = []
+    for key in ("purelib", "platlib"):
+        path = os.path.abspath(paths[key])
+        if path not in found and os.path.isdir(path):
+            found.append(path)
     return found
 
 

@@ -5,6 +5,7 @@ route both build it here), and a text summary of py-spy's collapsed stacks."""
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Literal
 
 Kind = Literal["cpu", "threads", "memory"]
@@ -62,6 +63,19 @@ def profile_argv(kind: Kind, seconds: float, fmt: Format) -> list[str]:
     return ["sh", "-c", _SCRIPTS[kind], "iris-profile", str(max(1, round(seconds))), spy_format]
 
 
+def pod_profile_argv(kind: Kind, seconds: float, fmt: Format) -> list[str]:
+    """The same profile run inside a pod (Kubernetes exec): the task is the container's PID 1 and
+    the profiler is the image's own (``py-spy``, or ``memray`` for ``memory``, on its PATH)."""
+    tool = "memray" if kind == "memory" else "py-spy"
+    find = (
+        f'B=$(command -v {tool}) || {{ echo "{tool} is not installed in the task\'s image '
+        f'(pip install {tool} there to profile its pods)" >&2; exit 3; }}; '
+        'IRIS_WORKER_BIN=$(dirname "$B"); IRIS_TASK_PID=1; '
+    )
+    argv = profile_argv(kind, seconds, fmt)
+    return [argv[0], argv[1], find + argv[2], *argv[3:]]
+
+
 def exec_timeout(kind: Kind, seconds: float) -> float:
     return (seconds if kind != "threads" else 0) + 60
 
@@ -72,3 +86,22 @@ def failure_sentence(stderr: str, exit_code: int) -> str:
     if "python version" in detail.lower() or "not a python" in detail.lower():
         detail = f"the task is not running Python ({detail})"
     return detail
+
+
+# An engine's --init process (docker-init is tini): the task is its child.
+_INIT_NAMES = {"docker-init", "tini", "catatonit", "dumb-init"}
+
+
+def container_task_pid(init_pid: int, proc: Path = Path("/proc")) -> int:
+    """The host pid of a container's task process: its init's first child when the engine put an
+    init in front of it, else the init itself; 0 when the container is not running."""
+    if init_pid <= 0:
+        return 0
+    try:
+        name = (proc / str(init_pid) / "comm").read_text().strip()
+        if name not in _INIT_NAMES:
+            return init_pid
+        children = (proc / str(init_pid) / "task" / str(init_pid) / "children").read_text().split()
+    except OSError:
+        return 0
+    return int(children[0]) if children else 0

@@ -64,6 +64,7 @@ from iris.cluster.runtime.proc_table import (
     tree_rss,
     uid_processes,
 )
+from iris.cluster.runtime.profiling import container_task_pid
 from iris.cluster.runtime.task_runtime import Launch, TaskRuntime
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.errors import FailedPrecondition, NotFound
@@ -515,8 +516,12 @@ class SubprocessRuntime:
             "processes": describe_processes(pid),
         }
 
-    def exec(self, attempt_uid: str, argv: Sequence[str], timeout_s: float = 60.0) -> dict[str, Any]:
-        """Run a command in a running attempt's working directory with its environment."""
+    def exec(
+        self, attempt_uid: str, argv: Sequence[str], timeout_s: float = 60.0, *, profiler: bool = False
+    ) -> dict[str, Any]:
+        """Run a command in a running attempt's working directory with its environment. A
+        ``profiler`` (py-spy, memray: the worker's own tools) runs on this machine even for a
+        container task, with ``$IRIS_TASK_PID`` the host pid of the container's task process."""
         with self._lock:
             attempt = self._attempts.get(attempt_uid)
             if attempt is None:
@@ -531,6 +536,13 @@ class SubprocessRuntime:
                 env["IRIS_TASK_PID"] = str(attempt.popen.pid)
             env["IRIS_WORKER_BIN"] = os.path.dirname(sys.executable)
             runtime = attempt.runtime
+        if runtime is not None and profiler:
+            pid = container_task_pid(getattr(runtime, "container_pid", lambda _uid: 0)(attempt_uid))
+            if pid > 0:
+                env["IRIS_TASK_PID"] = str(pid)
+            else:
+                env.pop("IRIS_TASK_PID", None)
+            return run_beside(argv, cwd=cwd, env=env, timeout_s=timeout_s)
         if runtime is not None:
             return run_beside(runtime.exec_argv(attempt_uid, argv), cwd=cwd, env=env, timeout_s=timeout_s)
         if self._isolation is not None and lease is not None:

@@ -84,8 +84,8 @@ def main(argv: list[str]) -> int:
         print("usage: python -m iris.cluster.worker.callable_runner PAYLOAD_FILE", file=sys.stderr)
         return 2
     fallback = os.environ.get("IRIS_RUNNER_FALLBACK_PATH")
-    if fallback:  # in an image: the worker's copies of the client's dependencies, the image's first
-        sys.path.append(fallback)
+    if fallback:  # in an image: the worker's site-packages, after the image's own
+        sys.path.extend(path for path in fallback.split(":") if path)
     import cloudpickle
 
     try:

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from iris.cluster.runtime import KillReason, SubprocessRuntime
+from iris.cluster.runtime.profiling import profile_argv
 from iris.cluster.worker.controller_link import ControllerLink
 from iris.cluster.worker.health import HealthCache
 from iris.cluster.worker.metrics import CONTENT_TYPE, WorkerMetrics
@@ -105,6 +106,10 @@ class WorkerService:
         return self._runtime.process_status(attempt_uid)
 
     def exec(self, attempt_uid: str, request: ExecRequest) -> ExecResponse:
+        if request.profile is not None:  # the profiler's command is the worker's, never the caller's
+            p = request.profile
+            argv = profile_argv(p.kind, p.duration_s, p.format)
+            return ExecResponse(**self._runtime.exec(attempt_uid, argv, request.timeout_s, profiler=True))
         return ExecResponse(**self._runtime.exec(attempt_uid, request.argv, request.timeout_s))
 
 

@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from iris.cluster.runtime.container import ContainerTaskRuntime, default_cli
 from iris.cluster.runtime.pid_records import PidRecord, kill_leftover_trees, load_pid_records
 
 HEARTBEAT_FILE = "heartbeat"
 FENCED_DIR = "fenced"
 _RECORD_BYTES = 128
 _MARGIN_S = 1.0
+# A `docker run` killed between the engine's create and start leaves a container that appears
+# a moment later and never starts; a second sweep after this long catches it.
+_CONTAINER_RESWEEP_S = 2.0
 
 
 class Heartbeat:
@@ -79,8 +84,20 @@ def fence(state_dir: Path, worker_id: str, done: set[PidRecord] | None = None) -
     for record in records:
         (marks / record.attempt_uid).touch()
     kill_leftover_trees(state_dir / "pids", worker_id, records)
+    remove_containers(worker_id, [record.attempt_uid for record in records])
     if done is not None:
         done.update(records)
+
+
+def remove_containers(worker_id: str, attempt_uids: list[str], resweep_after_s: float = 0.0) -> None:
+    """Remove the attempts' containers (a worker with no container engine has none)."""
+    if not attempt_uids or shutil.which(default_cli()) is None:
+        return
+    runtime = ContainerTaskRuntime(worker_id)
+    runtime.remove_attempts(attempt_uids)
+    if resweep_after_s > 0:
+        time.sleep(resweep_after_s)
+        runtime.remove_attempts(attempt_uids)
 
 
 def start_watchdog(state_dir: Path, worker_id: str) -> subprocess.Popen[bytes]:
@@ -98,7 +115,8 @@ def watch(state_dir: Path, worker_id: str, daemon_pid: int, interval_s: float = 
     fenced: set[PidRecord] = set()
     while True:
         if os.getppid() != daemon_pid:  # the daemon died: nothing of its attempts may outlive it
-            kill_leftover_trees(pids_dir, worker_id)
+            killed = kill_leftover_trees(pids_dir, worker_id)
+            remove_containers(worker_id, killed, resweep_after_s=_CONTAINER_RESWEEP_S)
             return 0
         beat = read_heartbeat(heartbeat)
         if beat is not None:

@@ -1,13 +1,19 @@
-"""``python -m iris.testing.control_plane up|down|status`` (what ``scripts/k8s-control-plane`` runs)."""
+"""``python -m iris.testing.control_plane up|down|status`` (what ``scripts/k8s-control-plane`` runs),
+and ``serve``: build what is missing, start, write ``--ready-file``, stay in the foreground until
+SIGTERM/SIGINT, then stop everything (what ``iris cluster start --local --backend kubernetes`` runs)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from iris.testing.control_plane.binaries import MissingBinaries, cache_root
+from iris.testing.control_plane.build import ensure_built
 from iris.testing.control_plane.cluster import (
     STATE_FILE,
     ControlPlane,
@@ -16,6 +22,10 @@ from iris.testing.control_plane.cluster import (
     stop_run_dir,
 )
 from iris.testing.control_plane.processes import StartupError, alive
+from iris.testing.control_plane.real_node import RUNTIME, missing_requirements
+
+# Task pods on a real node run this locally built image by default (iris.testing.images).
+REAL_NODE_IMAGE = "iris-test/python:3.11"
 
 
 def _default_run_dir() -> Path:
@@ -34,7 +44,22 @@ def _summary(cp: ControlPlane) -> dict[str, object]:
         "run_dir": str(cp.run_dir),
         "versions": cp.versions,
         "ready_seconds": cp.ready_seconds,
+        "real_node": cp.real_node_name,
     }
+
+
+def _real_node(choice: str) -> tuple[bool, str]:
+    """Whether to run a real kubelet node, and the one line that says which nodes run pods."""
+    missing = missing_requirements()
+    if choice == "no" or (choice == "auto" and missing):
+        why = f"; no real kubelet here: needs {', '.join(missing)}" if missing else ""
+        return False, f"node agent (pods run as local process groups{why})"
+    if missing:
+        raise StartupError(f"this machine cannot run a real kubelet node (missing: {', '.join(missing)})")
+    return (
+        True,
+        f"real kubelet, {RUNTIME} (pods run in containers; image {REAL_NODE_IMAGE} unless the job names one)",
+    )
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -52,6 +77,37 @@ def _up(args: argparse.Namespace) -> int:
     cp = start_control_plane(options)
     print(json.dumps(_summary(cp), indent=2))
     print(f"\nexport KUBECONFIG={cp.admin_kubeconfig}", file=sys.stderr)
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    ensure_built(lambda line: print(line, file=sys.stderr, flush=True))
+    real, runtime = _real_node(args.real_node)
+    options = ControlPlaneOptions(
+        nodes=0 if real else args.nodes,
+        real_node=real,
+        node_cpu=args.node_cpu,
+        node_memory=args.node_memory,
+        run_dir=args.run_dir,
+        tied_to_parent=True,  # the components die with this process, whatever ends it
+    )
+    stop_run_dir(args.run_dir)  # what a killed earlier run left
+    cp = start_control_plane(options)
+    try:
+        summary = {**_summary(cp), "pid": os.getpid(), "runtime": runtime}
+        if real:
+            summary["default_image"] = REAL_NODE_IMAGE
+        if args.ready_file is not None:
+            tmp = args.ready_file.with_name(args.ready_file.name + ".tmp")
+            tmp.write_text(json.dumps(summary))
+            tmp.replace(args.ready_file)
+        print(json.dumps(summary), flush=True)
+        stop.wait()
+    finally:
+        cp.stop()
     return 0
 
 
@@ -77,18 +133,28 @@ def _status(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/k8s-control-plane")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("up", "down", "status"):
+    for name in ("up", "serve", "down", "status"):
         command = sub.add_parser(name)
         command.add_argument(
             "--run-dir", type=Path, default=_default_run_dir(), help="state, logs, kubeconfigs"
         )
-        if name == "up":
+        if name == "serve":
+            command.add_argument("--ready-file", type=Path, help="JSON summary written once ready")
+        if name in ("up", "serve"):
             command.add_argument("--nodes", type=int, default=2)
             command.add_argument("--node-cpu", default="4")
             command.add_argument("--node-memory", default="8Gi")
+        if name == "serve":
+            command.add_argument(
+                "--real-node",
+                choices=["auto", "yes", "no"],
+                default="no",
+                help="a real kubelet + containerd node instead of the node-agent nodes "
+                "(auto: when this machine allows it: root, cgroups, containerd, runc, CNI plugins)",
+            )
     args = parser.parse_args(argv)
     try:
-        return {"up": _up, "down": _down, "status": _status}[args.command](args)
+        return {"up": _up, "serve": _serve, "down": _down, "status": _status}[args.command](args)
     except (MissingBinaries, StartupError) as exc:
         print(str(exc), file=sys.stderr)
         return 1

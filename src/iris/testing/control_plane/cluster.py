@@ -35,6 +35,12 @@ from iris.testing.control_plane.processes import (
     stop_group,
     wait_for,
 )
+from iris.testing.control_plane.real_node import (
+    RealNodeState,
+    start_real_node,
+    stop_real_node,
+)
+from iris.testing.control_plane.real_node import load_state as load_real_node
 
 STATE_FILE = "state.json"
 SERVICE_CIDR = "10.0.0.0/24"
@@ -53,6 +59,8 @@ class ControlPlaneOptions:
     local_queue: str = "iris"
     run_dir: Path | None = None  # default: a new temp folder, removed by stop()
     tied_to_parent: bool = False  # components die with the starting process (pytest)
+    # A real kubelet + containerd node (real_node.py) beside the ``nodes`` node-agent nodes.
+    real_node: bool = False
 
 
 @dataclass
@@ -76,6 +84,7 @@ class ControlPlane:
     pids: dict[str, int] = field(default_factory=dict)
     owns_run_dir: bool = True
     ready_seconds: float = 0.0
+    real_node: dict[str, Any] | None = None  # RealNodeState of the real kubelet node, if any
 
     # ----- helpers for tests ----------------------------------------------------------------------
 
@@ -124,8 +133,15 @@ class ControlPlane:
             data[name] = Path(data[name])
         return cls(**data)
 
+    @property
+    def real_node_name(self) -> str | None:
+        return str(self.real_node["name"]) if self.real_node else None
+
     def stop(self) -> None:
-        """Stop every component (node agent first, etcd last) and remove the run folder."""
+        """Stop every component (the real node and the node agent first, etcd last) and remove
+        the run folder."""
+        if self.real_node:
+            stop_real_node(RealNodeState(**self.real_node))
         for name in reversed(list(self.pids)):
             stop_group(self.pids[name], grace=10.0)
         if self.owns_run_dir:
@@ -195,6 +211,8 @@ class _Starter:
         return wait_for(condition, timeout=timeout, what=what, check_alive=self._check_alive)
 
     def abort(self) -> None:
+        if getattr(self, "real_node", None) is not None:
+            stop_real_node(self.real_node)
         for name in reversed(list(self.pids)):
             stop_group(self.pids[name], grace=5.0)
         if self.owns_run_dir:
@@ -210,7 +228,14 @@ class _Starter:
         self._install_kueue_resources()
         self._start_controllers()
         self._start_kueue()
-        self._start_node_agent()
+        self.kubelet_port = 0
+        self.node_names: list[str] = []
+        if self.options.nodes > 0:
+            self._start_node_agent()
+        self.real_node: RealNodeState | None = None
+        if self.options.real_node:
+            self._start_real_node()
+        self._wait(self._nodes_ready, "nodes Ready and untainted")
         cp = self._install_iris()
         cp.ready_seconds = round(time.monotonic() - started, 1)
         cp.save()
@@ -448,29 +473,42 @@ class _Starter:
             argv.append(f"--node={name}")
         self._launch("node-agent", argv)
 
-        def nodes_ready() -> bool:
-            items = self.client.get("/api/v1/nodes").json().get("items") or []
-            ready = {
-                n["metadata"]["name"]
-                for n in items
-                if any(
-                    c["type"] == "Ready" and c["status"] == "True"
-                    for c in n["status"].get("conditions") or []
-                )
-                and not any(
-                    t.get("key") == "node.kubernetes.io/not-ready" for t in n["spec"].get("taints") or []
-                )
-            }
-            return set(self.node_names) <= ready
+    def _start_real_node(self) -> None:
+        def track(name: str, proc: subprocess.Popen[bytes]) -> None:
+            self.procs[name] = proc
 
-        self._wait(nodes_ready, "nodes Ready and untainted")
+        self.real_node = start_real_node(
+            self.run_dir,
+            self.pki,
+            self.server_url,
+            self.bin_dir,
+            tied_to_parent=self.options.tied_to_parent,
+            on_launch=track,
+        )
+        self.node_names.append(self.real_node.name)
+
+    def _nodes_ready(self) -> bool:
+        items = self.client.get("/api/v1/nodes").json().get("items") or []
+        ready = {
+            n["metadata"]["name"]
+            for n in items
+            if any(
+                c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or []
+            )
+            and not any(t.get("key") == "node.kubernetes.io/not-ready" for t in n["spec"].get("taints") or [])
+        }
+        return set(self.node_names) <= ready
 
     def _install_iris(self) -> ControlPlane:
         options = self.options
+        # The real node counts with the machine's CPUs (what its kubelet reports) and one node's memory.
+        real_cpu = (os.cpu_count() or 1) if options.real_node else 0
         quota_cpu = (
-            str(int(options.node_cpu) * options.nodes) if options.node_cpu.isdigit() else options.node_cpu
+            str(int(options.node_cpu) * options.nodes + real_cpu)
+            if options.node_cpu.isdigit()
+            else options.node_cpu
         )
-        memory_quota = _scale_quantity(options.node_memory, options.nodes)
+        memory_quota = _scale_quantity(options.node_memory, options.nodes + int(options.real_node))
         iris = shutil.which("iris", path=str(Path(sys.executable).parent)) or shutil.which("iris")
         if iris is None:
             raise StartupError("the iris command is not on PATH (uv sync)")
@@ -534,6 +572,7 @@ class _Starter:
             ),
             pids=dict(self.pids),
             owns_run_dir=self.owns_run_dir,
+            real_node=asdict(self.real_node) if self.real_node else None,
         )
 
     def _try_apply(self, path: Path) -> bool:
@@ -587,8 +626,14 @@ def stop_run_dir(run_dir: Path) -> bool:
     """Stop the control plane recorded in ``run_dir/state.json``; False if there is none."""
     state = run_dir / STATE_FILE
     if not state.is_file():
+        node = load_real_node(run_dir)
+        if node is not None:
+            stop_real_node(node)
         return False
     data = json.loads(state.read_text())
+    node = load_real_node(run_dir)
+    if node is not None:
+        stop_real_node(node)
     pids: dict[str, int] = data.get("pids") or {}
     for name in reversed(list(pids)):
         if alive(pids[name]):

@@ -91,3 +91,12 @@ def generate_pki(directory: Path) -> Pki:
         sa_private_key=sa_private,
         sa_public_key=sa_public,
     )
+
+
+def issue_node_certs(directory: Path, ca: CertPair, node: str, node_ip: str) -> tuple[CertPair, CertPair]:
+    """A real kubelet's client certificate (``O=system:nodes, CN=system:node:<node>``, which the
+    Node authorizer and NodeRestriction expect) and its serving certificate for ``node_ip`` (the
+    API server verifies it when it proxies logs and exec)."""
+    client = _issue(directory, ca, f"{node}-client", f"/O=system:nodes/CN=system:node:{node}")
+    serving = _issue(directory, ca, f"{node}-serving", f"/CN={node}", server_sans=f"IP:{node_ip},DNS:{node}")
+    return client, serving

@@ -12,10 +12,12 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from iris.testing.fake_apiserver import CONFIGMAPS, SECRETS, ResourceType
-from iris.testing.k8s_quantity import parse_quantity
+from iris.testing.kubelet_sim.k8s_types import CONFIGMAPS, SECRETS, ResourceType
+from iris.testing.kubelet_sim.quantity import parse_quantity
 
 Lookup = Callable[[ResourceType, str, str], dict[str, Any] | None]
+# Host variables a pod's process inherits (it runs on this machine, not in an image).
+HOST_ENV_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
 _REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 

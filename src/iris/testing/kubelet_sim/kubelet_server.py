@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from iris.testing.fake_apiserver.pod_logs import ContainerLog, LogQuery
+from iris.testing.kubelet_sim.pod_logs import ContainerLog, LogQuery
 
 # (namespace, pod, container) -> the container's log, or None when the kubelet has no such container
 LogFinder = Callable[[str, str, str], ContainerLog | None]

@@ -1,10 +1,9 @@
 """A kubelet for a real API server: registers Nodes and runs the pods bound to them as local processes.
 
-The in-process ``KubeletSimulator`` plays scheduler and kubelet against our fake API server; this
-agent plays only the kubelet, over HTTP, against any API server (the real kube-scheduler binds
+It plays only the kubelet, over HTTP, against any API server (the real kube-scheduler binds
 pods). Per node it keeps the Node object and its Lease fresh, lists and watches pods with
 ``spec.nodeName=<node>``, runs each pod's init containers and first container with the same
-runner, environment and volume code as the simulator, writes ``pods/status``, completes graceful
+runner, environment and volume code (kubelet_sim/), writes ``pods/status``, completes graceful
 deletion with a final ``gracePeriodSeconds=0`` delete, and serves container logs on the kubelet
 port. Exec (SPDY) is not served.
 
@@ -24,16 +23,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from iris.testing.fake_apiserver import CONFIGMAPS, ResourceType, utc_timestamp
-from iris.testing.fake_apiserver.pod_logs import ContainerLog, PodLogs
 from iris.testing.kubelet_sim import pod_status
 from iris.testing.kubelet_sim.api_client import KubeApiError, KubeClient
+from iris.testing.kubelet_sim.container_env import HOST_ENV_PASSTHROUGH
+from iris.testing.kubelet_sim.k8s_types import CONFIGMAPS, ResourceType, utc_timestamp
 from iris.testing.kubelet_sim.kubelet_server import KubeletServer
 from iris.testing.kubelet_sim.mounts import pod_volumes
 from iris.testing.kubelet_sim.nodes import NodeSpec, node_object
 from iris.testing.kubelet_sim.plans import pod_plan
+from iris.testing.kubelet_sim.pod_logs import ContainerLog, PodLogs
 from iris.testing.kubelet_sim.runner import ContainerRunner, StatusUpdate
-from iris.testing.kubelet_sim.simulator import HOST_ENV_PASSTHROUGH
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from iris.testing.fake_apiserver import utc_timestamp
-from iris.testing.fake_apiserver.discovery import KUBERNETES_VERSION
+from iris.testing.kubelet_sim.k8s_types import NODE_AGENT_VERSION, utc_timestamp
 
 
 @dataclass(frozen=True)
@@ -64,8 +63,8 @@ def node_object(spec: NodeSpec) -> dict[str, Any]:
                 {"type": "Hostname", "address": spec.name},
             ],
             "nodeInfo": {
-                "kubeletVersion": KUBERNETES_VERSION["gitVersion"],
-                "kubeProxyVersion": KUBERNETES_VERSION["gitVersion"],
+                "kubeletVersion": NODE_AGENT_VERSION,
+                "kubeProxyVersion": NODE_AGENT_VERSION,
                 "containerRuntimeVersion": "iris-fake://1.0",
                 "operatingSystem": "linux",
                 "architecture": "amd64",

@@ -1,6 +1,6 @@
 """What to run for a pod: a ContainerPlan per container, built the way the kubelet would.
 
-Shared by the in-process simulator and the node agent for a real API server; ``lookup`` fetches
+Used by the node agent for the real API server; ``lookup`` fetches
 ConfigMaps and Secrets from whichever API server the caller talks to.
 """
 
@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from iris.testing.k8s_quantity import parse_quantity
 from iris.testing.kubelet_sim.container_env import (
     ContainerConfigError,
     Lookup,
@@ -20,6 +19,7 @@ from iris.testing.kubelet_sim.container_env import (
     container_argv,
 )
 from iris.testing.kubelet_sim.mounts import container_mounts, to_host
+from iris.testing.kubelet_sim.quantity import parse_quantity
 from iris.testing.kubelet_sim.runner import ContainerPlan
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from iris.testing.conditions import set_condition
-from iris.testing.fake_apiserver import utc_timestamp
+from iris.testing.kubelet_sim.conditions import set_condition
+from iris.testing.kubelet_sim.k8s_types import utc_timestamp
 
 POD_IP = "127.0.0.1"
 

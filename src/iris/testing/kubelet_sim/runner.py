@@ -15,8 +15,9 @@ from typing import Any
 
 import psutil
 
-from iris.testing.fake_apiserver import ContainerLog, utc_timestamp
 from iris.testing.kubelet_sim import pod_status
+from iris.testing.kubelet_sim.k8s_types import utc_timestamp
+from iris.testing.kubelet_sim.pod_logs import ContainerLog
 
 log = logging.getLogger(__name__)
 
@@ -217,13 +218,28 @@ class ContainerRunner:
         for init in self.plan.init:
             self._report(lambda status, pod: pod_status.waiting(status, pod, "PodInitializing", ""))
             try:
-                done = subprocess.run(
-                    init.argv, cwd=init.cwd, env=init.env, stdin=subprocess.DEVNULL, capture_output=True,
-                    timeout=300, start_new_session=True,
+                process = subprocess.Popen(
+                    init.argv, cwd=init.cwd, env=init.env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, start_new_session=True,
                 )  # fmt: skip
-                code, output = done.returncode, (done.stdout + done.stderr).decode("utf-8", "replace")
-            except (OSError, subprocess.TimeoutExpired) as exc:
+            except OSError as exc:
                 code, output = 128, str(exc)
+            else:
+                # Tracked like the main container: deleting the pod stops a waiting init container.
+                with self._lock:
+                    self._process = process
+                    stop_requested = self._stop.is_set()
+                if stop_requested:
+                    self._signal(signal.SIGKILL)
+                try:
+                    out, _ = process.communicate(timeout=300)
+                    code, output = process.returncode, out.decode("utf-8", "replace")
+                except subprocess.TimeoutExpired as exc:
+                    self._signal(signal.SIGKILL)
+                    process.communicate()
+                    code, output = 128, str(exc)
+                with self._lock:
+                    self._process = None
             if self._stop.is_set():
                 return False
             if code != 0:

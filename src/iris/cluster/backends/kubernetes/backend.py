@@ -49,6 +49,7 @@ from iris.cluster.backends.kubernetes.plan import (
 )
 from iris.cluster.backends.kubernetes.pods import PodSpecError, attempt_secret, build_pod
 from iris.cluster.backends.kubernetes.status import is_kueue_gated, is_terminal_pod, map_pod_status
+from iris.cluster.runtime.profiling import pod_profile_argv
 from iris.cluster.types import AttemptRef, DesiredGroup, GroupReport, TaskTarget
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import InvalidArgument, NotFound, Unavailable
@@ -117,7 +118,11 @@ class KubernetesBackend:
         return self.read_logs(ref.target, ref.task_id, offset=offset, limit=limit)
 
     def attempt_exec(self, ref: AttemptRef, request: ExecRequest) -> ExecResponse:
-        result = self.exec(ref.target, ref.task_id, request.argv, timeout_s=request.timeout_s)
+        argv = request.argv
+        if request.profile is not None:  # the image's profiler against the container's PID 1
+            p = request.profile
+            argv = pod_profile_argv(p.kind, p.duration_s, p.format)
+        result = self.exec(ref.target, ref.task_id, argv, timeout_s=request.timeout_s)
         return ExecResponse(exit_code=result.exit_code, stdout=result.stdout, stderr=result.stderr)
 
     def attempt_status(self, ref: AttemptRef) -> dict[str, Any]:

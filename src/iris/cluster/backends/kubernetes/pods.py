@@ -15,6 +15,14 @@ from typing import Any
 
 from iris.cluster.backends.kubernetes.accelerators import accelerator_placement
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
+from iris.cluster.backends.kubernetes.gang import (
+    GANG_DIR,
+    GANG_VOLUME,
+    gang_command,
+    gang_init_container,
+    gang_static_env,
+    is_gang,
+)
 from iris.cluster.backends.kubernetes.naming import (
     ANNOTATION_ATTEMPT_NUMBER,
     ANNOTATION_ATTEMPT_UID,
@@ -193,23 +201,41 @@ def build_pod(
     if node_affinity:
         pod_spec["affinity"] = {"nodeAffinity": node_affinity}
 
+    gang = is_gang(spec)
+    command = container_command(spec)
+    env = task_env(spec, controller_url)
+    if gang:  # ranks now, the coordinator's address from the rendezvous init container (gang.py)
+        command = gang_command(command)
+        env = {**gang_static_env(spec), **env}
     container: dict[str, Any] = {
         "name": TASK_CONTAINER,
         "image": spec.image or config.default_image,
-        "command": [escape_expansion(arg) for arg in container_command(spec)],
-        "env": env_entries(task_env(spec, controller_url), secret_name, secret_keys(spec)),
+        "command": [escape_expansion(arg) for arg in command],
+        "env": env_entries(env, secret_name, secret_keys(spec)),
         "resources": container_resources(spec, config),
         **({"imagePullPolicy": PULL_POLICIES[spec.image_pull_policy]} if spec.image else {}),
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
+    volumes: list[dict[str, Any]] = []
+    inits: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
     if spec.bundle_id:
-        mount = {"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}
-        container["volumeMounts"] = [mount]
+        mounts.append({"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR})
         container["workingDir"] = WORKSPACE_DIR
-        pod_spec["volumes"] = [{"name": WORKSPACE_VOLUME, "emptyDir": {}}]
-        init = bundle_init_container(spec, config, controller_url, bundle_token, secret_name)
-        pod_spec["initContainers"] = [init]
+        volumes.append({"name": WORKSPACE_VOLUME, "emptyDir": {}})
+        inits.append(bundle_init_container(spec, config, controller_url, bundle_token, secret_name))
+    if gang:
+        mounts.append({"name": GANG_VOLUME, "mountPath": GANG_DIR})
+        volumes.append({"name": GANG_VOLUME, "emptyDir": {}})
+        rendezvous = gang_init_container(spec, config.default_image, controller_url)
+        rendezvous["env"] += token_entries(spec, secret_name, TOKEN_ENV)
+        rendezvous["securityContext"] = dict(CONTAINER_SECURITY_CONTEXT)
+        inits.append(rendezvous)
+    if mounts:
+        container["volumeMounts"] = mounts
+        pod_spec["volumes"] = volumes
+        pod_spec["initContainers"] = inits
     pod_spec["containers"] = [container]
     return {
         "apiVersion": "v1",
@@ -248,13 +274,23 @@ def bundle_init_container(
     return {
         "name": BUNDLE_INIT_CONTAINER,
         "image": config.default_image,
-        "command": ["python", "-c", escape_expansion(BUNDLE_INIT_SCRIPT)],
+        "command": ["python3", "-c", escape_expansion(BUNDLE_INIT_SCRIPT)],
         "env": entries,
         "volumeMounts": [{"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR}],
         "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}},
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
+
+
+def token_entries(spec: RunSpec, secret_name: str | None, name: str) -> list[dict[str, Any]]:
+    """The job token as ``name`` for an init container that calls the controller: a reference
+    into the attempt's Secret, or the value when the pod has no Secret; none without a token."""
+    if TOKEN_ENV not in spec.env:
+        return []
+    if secret_name:
+        return [{"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": TOKEN_ENV}}}]
+    return [{"name": name, "value": escape_expansion(spec.env[TOKEN_ENV])}]
 
 
 def pod_security_context(config: KubernetesBackendConfig) -> dict[str, Any]:
@@ -345,7 +381,7 @@ def task_env(spec: RunSpec, controller_url: str) -> dict[str, str]:
 def container_command(spec: RunSpec) -> list[str]:
     entrypoint = spec.entrypoint
     if entrypoint.kind == "callable":
-        argv = ["python", "-c", CALLABLE_BOOTSTRAP]
+        argv = ["python3", "-c", CALLABLE_BOOTSTRAP]
     else:
         argv = list(entrypoint.argv)
     packages = spec.environment.pip_packages if spec.environment is not None else []

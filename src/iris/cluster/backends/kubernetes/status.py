@@ -6,7 +6,8 @@ The rules, in order:
 - Succeeded -> SUCCEEDED; Failed -> FAILED for the program's own failures (non-zero exit,
   OOMKilled) or WORKER_FAILED for the infrastructure's (disruption, eviction, node loss), and
   PREEMPTED when Kueue or the scheduler preempted it (both spend the preemption budget);
-- being deleted by someone else -> WORKER_FAILED;
+- being deleted by someone else -> WORKER_FAILED, also once the kubelet has killed the task for
+  it (phase Failed, exit 143, with the container ended after the deletion was asked for);
 - Pending, gated by Kueue -> ASSIGNED "waiting for Kueue admission: <reason>";
   unschedulable -> ASSIGNED with the scheduler's message; scheduled with containers
   waiting -> BUILDING (image pull errors in the message, FAILED after the grace period);
@@ -116,6 +117,18 @@ def map_pod_status(
             finished_at=finished_at or _latest_transition(status),
             runtime_released=True,
         )
+    if phase == "Failed" and _ended_by_outside_deletion(metadata, container, finished_at):
+        # Deleted by someone else (kubectl delete pod): the kubelet's SIGTERM ended the task (exit
+        # 143), so the pod fails - an infrastructure loss, never the job's failure.
+        why = _disruption(status) or "the pod was deleted outside Iris"
+        return PodObservation(
+            _disrupted_state(status),
+            error=why,
+            message=why,
+            started_at=started_at,
+            finished_at=finished_at or _latest_transition(status),
+            runtime_released=True,
+        )
     if phase in ("Failed", "Unknown"):
         return _failed(phase, status, container, started_at, finished_at or _latest_transition(status))
 
@@ -156,6 +169,36 @@ def is_kueue_gated(pod: dict[str, Any]) -> bool:
 # ---------------------------------------------------------------- helpers
 
 
+def _ended_by_outside_deletion(
+    metadata: dict[str, Any], container: dict[str, Any] | None, finished_at: float | None
+) -> bool:
+    """The pod is being deleted gracefully and its task container was killed by a signal (143,
+    137) no earlier than the deletion was asked for (``deletionTimestamp`` is the request time
+    plus the grace period; whole seconds)."""
+    deleting = parse_time(metadata.get("deletionTimestamp"))
+    grace = float(metadata.get("deletionGracePeriodSeconds") or 0)
+    if deleting is None or grace <= 0:  # a finished pod's delete has no grace: it did not kill it
+        return False
+    terminated = ((container or {}).get("state") or {}).get("terminated") or {}
+    if terminated.get("exitCode") not in (128 + 15, 128 + 9):  # not ended by SIGTERM or SIGKILL
+        return False
+    return finished_at is None or finished_at >= deleting - grace
+
+
+# Terminated reasons of a container the runtime could not start at all (runc's "executable file
+# not found", a bad working dir): the image does not fit the pod.
+UNSTARTABLE_REASONS = frozenset({"StartError", "ContainerCannotRun"})
+
+
+def _unstartable_init_container(status: dict[str, Any]) -> str | None:
+    for init in status.get("initContainerStatuses") or []:
+        terminated = (init.get("state") or {}).get("terminated") or {}
+        if terminated.get("reason") in UNSTARTABLE_REASONS:
+            detail = (terminated.get("message") or "").strip()
+            return _join(f"init container {init.get('name')} could not start", detail)
+    return None
+
+
 def _failed(
     phase: str,
     status: dict[str, Any],
@@ -177,6 +220,17 @@ def _failed(
             runtime_released=phase == "Failed",
         )
     terminated = ((container or {}).get("state") or {}).get("terminated")
+    unstartable = _unstartable_init_container(status)
+    if not terminated and unstartable:
+        # The image cannot run what the pod asks of it (no python3, say): the job's image is at
+        # fault, not the node, so it is a task failure within the job's retries, not a re-run forever.
+        return PodObservation(
+            TaskState.FAILED,
+            error=unstartable,
+            message=unstartable,
+            finished_at=finished_at,
+            runtime_released=True,
+        )
     if not terminated:
         # Failed before the task container ever ran: the node rejected the pod.
         why = _join(reason or "the pod failed before its container started", detail)

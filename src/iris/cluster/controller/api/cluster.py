@@ -99,9 +99,10 @@ def build_router(controller: Controller) -> APIRouter:
 
     @router.get("/api/v1/autoscaler")
     def autoscaler_status() -> dict[str, object]:
-        if not controller.autoscaler_configured:
+        autoscaler = controller.autoscaler
+        if not controller.autoscaler_configured or autoscaler is None:
             raise NotImplementedForBackend("no autoscaler is configured on this controller")
-        return controller.autoscaler.status_view()
+        return autoscaler.status_view()
 
     @router.get("/api/v1/cluster/overview")
     def cluster_overview() -> dict[str, object]:

@@ -26,6 +26,7 @@ from iris.rpc.errors import (
 from iris.rpc.models import (
     ExecRequest,
     ExecResponse,
+    ProfileRequest,
     TaskResult,
 )
 
@@ -68,7 +69,9 @@ def build_router(controller: Controller) -> APIRouter:
             raise InvalidArgument("only kind=cpu makes an SVG (a flame graph)")
         task_id = owned_task(job_id_from_path(task_path))
         request = ExecRequest(
-            argv=profile_argv(kind, duration_s, format), timeout_s=exec_timeout(kind, duration_s)
+            argv=profile_argv(kind, duration_s, format),
+            timeout_s=exec_timeout(kind, duration_s),
+            profile=ProfileRequest(kind=kind, duration_s=duration_s, format=format),
         )
         result = controller.require_backend().attempt_exec(controller.attempt_ref(task_id, attempt), request)
         if result.exit_code != 0:

@@ -18,6 +18,7 @@ from iris.rpc.models import (
     CordonRequest,
     RegisterRequest,
     RegisterResponse,
+    ResourceSpec,
     WorkerInfo,
     WorkerList,
     WorkerStatus,
@@ -75,7 +76,9 @@ def build_router(controller: Controller) -> APIRouter:
                     address=w.address,
                     status=WorkerStatus(controller.health.status(w.worker_id).value),
                     capacity=w.capacity,
-                    used=used.get(w.worker_id, {"cpu_millicores": 0, "memory_bytes": 0}),
+                    used=ResourceSpec.model_validate(
+                        used.get(w.worker_id, {"cpu_millicores": 0, "memory_bytes": 0})
+                    ),
                     attributes=w.attributes,
                     registered_at=w.registered_at,
                     last_contact_at=controller.health.last_reached(w.worker_id) or w.last_contact_at,

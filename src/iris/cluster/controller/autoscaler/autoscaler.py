@@ -105,6 +105,8 @@ class Autoscaler:
         self._removed: set[str] = set()
         self._pending_actions: list[ScaleAction] = []
         self._usage: dict[str, int] = {}
+        self.released_workers: list[str] = []
+        """Workers of the quarantined slices the last tick terminated."""
         self._last_plan: AutoscalerPlan | None = None
         self._last_action: dict[str, ScaleAction] = {a.group: a for a in store.recent_actions(1000)}
         self._adopted = False
@@ -166,12 +168,18 @@ class Autoscaler:
             return kept
 
     def tick(
-        self, demand: Sequence[DemandEntry] = (), slice_usage: Mapping[str, int] | Collection[str] = ()
+        self,
+        demand: Sequence[DemandEntry] = (),
+        slice_usage: Mapping[str, int] | Collection[str] = (),
+        quarantined: Collection[str] = (),
     ) -> AutoscalerPlan:
         """One evaluation. ``slice_usage``: running task count per slice id (or the ids of busy slices).
 
         Count every active attempt (ASSIGNED, BUILDING, RUNNING) on a slice's workers, so a slice
-        that was just given work is never scaled down.
+        that was just given work is never scaled down. ``quarantined``: slices with a worker the
+        controller quarantined; the planner does not count them (so the group's minimum and its
+        demand bring up replacements) and each is terminated once its tasks are gone (its workers
+        are then in ``released_workers``).
         """
         with self._lock:
             if not self._adopted:
@@ -180,8 +188,9 @@ class Autoscaler:
             self._usage = _usage_map(slice_usage)
             self._retry_terminations(now)
             self._refresh(now, self._list_platform())
+            self.released_workers = self._release_quarantined(set(quarantined), now)
             self._update_idle(now)
-            snapshot = self._snapshot(tuple(demand))
+            snapshot = self._snapshot(tuple(demand), frozenset(quarantined))
             result = plan(snapshot, now)
             for action in result.actions:
                 self._record(action)
@@ -318,10 +327,26 @@ class Autoscaler:
             elif record.idle_since is None:
                 record.idle_since = now
 
-    def _snapshot(self, demand: tuple[DemandEntry, ...]) -> AutoscalerSnapshot:
+    def _release_quarantined(self, quarantined: set[str], now: float) -> list[str]:
+        """Terminate the quarantined slices that run nothing any more; their worker ids."""
+        released: list[str] = []
+        for record in list(self._slices.values()):
+            if record.slice_id not in quarantined or record.terminating:
+                continue
+            if self._usage.get(record.slice_id, 0) > 0:
+                continue
+            reason = "quarantined (its workers' attempts kept failing); its tasks are gone"
+            self._log(now, record.group, ActionKind.REAPED, record.slice_id, reason)
+            released += record.worker_ids
+            self._terminate(record.slice_id, now)
+        return released
+
+    def _snapshot(
+        self, demand: tuple[DemandEntry, ...], quarantined: frozenset[str] = frozenset()
+    ) -> AutoscalerSnapshot:
         by_group: dict[str, list[SliceView]] = {name: [] for name in self._groups}
         for r in self._slices.values():
-            if r.group in by_group and not r.terminating:
+            if r.group in by_group and not r.terminating and r.slice_id not in quarantined:
                 by_group[r.group].append(
                     SliceView(
                         r.slice_id, r.state, r.created_at, r.ready_at, r.idle_since, r.worker_ids, r.error

@@ -20,8 +20,9 @@ placement made the same worker stale in every other shape's heap. The rotation c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import final
 
 from iris.rpc.models import Constraint
 
@@ -31,6 +32,7 @@ from .model import Resources, TaskRequest, WorkerView
 ShapeKey = tuple[int, int, int, str, str, int, tuple[ConstraintKey, ...], tuple[ConstraintKey, ...]]
 
 
+@final
 @dataclass(slots=True, eq=False)
 class Shape:
     """All pending tasks with the same resources, constraints and preferences."""
@@ -43,9 +45,9 @@ class Shape:
     order: list[int] | None = None  # round-robin order over workers that may still fit it
     cursor: int = 0  # next position in ``order``
     # Later tiers of workers (fewer preferences met; accelerator workers for cpu work), in order.
-    spill: list[list[int]] = field(default_factory=list)
+    spill: list[list[int]] = field(default_factory=list[list[int]])
     exhausted: bool = False
-    no_plan_ranks: set[int] = field(default_factory=set)  # bands for which nothing can be freed
+    no_plan_ranks: set[int] = field(default_factory=set[int])  # bands for which nothing can be freed
     feasible_set: frozenset[int] | None = None
 
 
@@ -276,7 +278,7 @@ def _device_ok(r: Resources, device_type: str, variant: str) -> bool:
     return not r.device_variant or r.device_variant == variant
 
 
-def _mask(indices) -> int:
+def _mask(indices: Iterable[int]) -> int:
     mask = 0
     for i in indices:
         mask |= 1 << i

@@ -24,9 +24,11 @@ from .reasons import Reason, gang_incomplete_reason, gang_mixed_reason, gang_rea
 
 @dataclass(slots=True)
 class GangOutcome:
-    placed: list[tuple[TaskRequest, int]] = field(default_factory=list)  # (member, worker index)
+    placed: list[tuple[TaskRequest, int]] = field(
+        default_factory=list[tuple[TaskRequest, int]]
+    )  # (member, worker index)
     cause: Reason | Shape | None = None  # why it waits; a Shape means "the shape's own reason"
-    preemptions: list[Preemption] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list[Preemption])
 
 
 def place_gang(gang: Gang, fleet: Fleet, reclaimer: Reclaimer | None) -> GangOutcome:

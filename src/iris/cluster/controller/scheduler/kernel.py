@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from time import perf_counter
+from typing import final
 
 from .fleet import Fleet, Shape
 from .gangs import place_gang
@@ -35,19 +36,25 @@ from .model import (
     TaskRequest,
     WorkerView,
 )
-from .ordering import BAND_RANK, Gang, Unit, build_units, order_units
+from .ordering import BAND_RANK, Gang, Unit, order_pending
 from .preemption import Reclaimer
 from .reasons import Reason, preempting_reason, queued_reason, shape_reason
 
-_QUEUED = object()  # cause: the pass reached max_assignments before trying this task
 
-Cause = Shape | Reason | object
+@final
+class _Queued:
+    """Cause: the pass reached max_assignments before trying this task."""
+
+
+_QUEUED = _Queued()
+
+Cause = Shape | Reason | _Queued
 STAGES = ("order", "gate", "place", "reclaim", "explain")
 
 
 def order(pending: Sequence[TaskRequest], recent_usage: Mapping[str, float] | None = None) -> list[Unit]:
     """Stage 1: pending tasks as units (gangs whole) in the order the pass tries them."""
-    return order_units(build_units(pending), recent_usage)
+    return order_pending(pending, recent_usage)
 
 
 def place_task(task: TaskRequest, fleet: Fleet) -> tuple[int, Shape]:
@@ -94,6 +101,7 @@ def schedule(
     preemptions: list[Preemption] = []
     waiting: list[tuple[TaskRequest, Cause]] = []
     ids = fleet.ids
+    shape_for, pick = fleet.shape_for, fleet.pick
     gate_s = reclaim_s = 0.0
     stop = len(ordered)
     for n, unit in enumerate(ordered):
@@ -128,7 +136,8 @@ def schedule(
             if held_back is not None:
                 waiting.append((task, held_back))
                 continue
-        i, shape = place_task(task, fleet)
+        shape = shape_for(task)  # place_task, inlined: this loop runs once per pending task
+        i = -1 if shape.exhausted else pick(shape)
         if i >= 0:
             assignments.append((task.task_id, ids[i]))
             if budgets:
@@ -190,7 +199,7 @@ def explain_pending(
     for ahead, (task, cause) in enumerate(waiting):
         band = rank[task.band]
         positions[band] += 1
-        if cause is _QUEUED:
+        if type(cause) is _Queued:
             code, message = queued_reason(ahead, limit)
         elif type(cause) is Shape:
             found = by_shape.get(id(cause))

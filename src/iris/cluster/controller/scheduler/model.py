@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import final
 
 from iris.rpc.enums import PriorityBand
 from iris.rpc.models import Constraint, ResourceSpec
@@ -82,7 +83,7 @@ class Resources:
 
     def describe(self) -> str:
         """Human form, e.g. ``2 cpu, 4GB memory, 1 gpu (h100)``; zero amounts are left out."""
-        parts = []
+        parts: list[str] = []
         if self.cpu_millicores:
             parts.append(format_cpu(self.cpu_millicores))
         if self.memory_bytes:
@@ -101,10 +102,11 @@ class WorkerView:
     worker_id: str
     capacity: Resources
     used: Resources = field(default_factory=Resources)  # held by attempts not yet released here
-    attributes: Mapping[str, str] = field(default_factory=dict)
+    attributes: Mapping[str, str] = field(default_factory=dict[str, str])
     schedulable: bool = True  # False: degraded, unhealthy or draining -> no new placements
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class TaskRequest:
     """A pending task asking for a place to run."""
@@ -177,4 +179,4 @@ class SchedulingResult:
     preemptions: list[Preemption]
     pending: dict[str, PendingReason]  # every task not assigned gets one
     # time in each stage (kernel.STAGES): observed, not decided, so never part of equality
-    stage_seconds: dict[str, float] = field(default_factory=dict, compare=False)
+    stage_seconds: dict[str, float] = field(default_factory=dict[str, float], compare=False)

@@ -18,9 +18,11 @@ Units are ordered by:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
+from operator import itemgetter
+from typing import final
 
 from iris.rpc.enums import PriorityBand
 
@@ -39,6 +41,7 @@ def natural_key(text: str) -> tuple[object, ...]:
     return tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(text))
 
 
+@final
 @dataclass(slots=True, eq=False)
 class Gang:
     """The pending tasks of one coscheduled job; placed all together or not at all."""
@@ -79,29 +82,79 @@ def build_units(pending: Sequence[TaskRequest]) -> list[Unit]:
 
 
 Entry = tuple[float, float, int, float, Unit]  # root submitted, submitted, input order, charge, unit
+_CHARGE: Callable[[Entry], float] = itemgetter(3)
+Levels = dict[tuple[int, int, int], dict[str, list[Entry]]]  # (band, gang first, depth) -> user -> queue
 
 
 def order_units(units: Sequence[Unit], recent_usage: Mapping[str, float] | None = None) -> list[Unit]:
     """Units in the order a pass tries them (see the module docstring); ``recent_usage``: each
     user's decayed cpu-seconds (missing: none)."""
-    levels: dict[tuple[int, int, int], dict[str, list[Entry]]] = {}
+    levels: Levels = {}
     rank = BAND_RANK
     per_millicore = TURN_CHARGE_S / 1000
     floor = _MIN_TURN_MILLICORES
     for seq, unit in enumerate(units):
         if type(unit) is Gang:
-            head, solo, size = unit.head, 1, len(unit.members)
+            head = unit.head
+            key = (rank[head.band], 1, -head.depth)
+            m = head.resources.cpu_millicores
+            charge = (m if m > floor else floor) * per_millicore * len(unit.members)
         else:
-            head, solo, size = unit, 2, 1
-        level = levels.get((rank[head.band], solo, -head.depth))
+            head = unit
+            key = (rank[unit.band], 2, -unit.depth)
+            m = unit.resources.cpu_millicores
+            charge = (m if m > floor else floor) * per_millicore
+        level = levels.get(key)
         if level is None:
-            level = levels[(rank[head.band], solo, -head.depth)] = {}
+            level = levels[key] = {}
         queue = level.get(head.user)
         if queue is None:
             queue = level[head.user] = []
-        m = head.resources.cpu_millicores
-        charge = (m if m > floor else floor) * per_millicore * size
         queue.append((head.root_submitted_at, head.submitted_at, seq, charge, unit))
+    return _merge_levels(levels, recent_usage)
+
+
+def order_pending(
+    pending: Sequence[TaskRequest], recent_usage: Mapping[str, float] | None = None
+) -> list[Unit]:
+    """``order_units(build_units(pending), recent_usage)`` in one walk over the tasks (the pass's
+    first stage): the same order, the input position of a task (of a gang: of its first task)
+    breaking ties as a unit's would."""
+    levels: Levels = {}
+    rank = BAND_RANK
+    per_millicore = TURN_CHARGE_S / 1000
+    floor = _MIN_TURN_MILLICORES
+    gangs: dict[str, tuple[int, Gang]] = {}
+    for seq, task in enumerate(pending):
+        if task.group_by is not None:
+            found = gangs.get(task.job_id)
+            if found is None:
+                gangs[task.job_id] = (seq, Gang([task], task.group_by, task.gang_size))
+            else:
+                found[1].members.append(task)
+                found[1].size = max(found[1].size, task.gang_size)
+            continue
+        key = (rank[task.band], 2, -task.depth)
+        level = levels.get(key)
+        if level is None:
+            level = levels[key] = {}
+        queue = level.get(task.user)
+        if queue is None:
+            queue = level[task.user] = []
+        m = task.resources.cpu_millicores
+        charge = (m if m > floor else floor) * per_millicore
+        queue.append((task.root_submitted_at, task.submitted_at, seq, charge, task))
+    for seq, gang in gangs.values():
+        gang.members.sort(key=lambda t: natural_key(t.task_id))
+        head = gang.head
+        m = head.resources.cpu_millicores
+        charge = (m if m > floor else floor) * per_millicore * len(gang.members)
+        level = levels.setdefault((rank[head.band], 1, -head.depth), {})
+        level.setdefault(head.user, []).append((head.root_submitted_at, head.submitted_at, seq, charge, gang))
+    return _merge_levels(levels, recent_usage)
+
+
+def _merge_levels(levels: Levels, recent_usage: Mapping[str, float] | None) -> list[Unit]:
     ordered: list[Unit] = []
     for key in sorted(levels):
         queues = list(levels[key].values())
@@ -119,10 +172,10 @@ def _fair_share(queues: Mapping[str, list[Entry]], recent_usage: Mapping[str, fl
 
     Each user's shares only grow along their queue, so merging by smallest share is one sort of
     every unit by (its user's share when it comes up, its own order key)."""
-    keyed: list[tuple[float, float, float, int, Unit]] = []
+    keyed: list[tuple[float, Entry]] = []
     for user, queue in queues.items():
-        roots, ats, seqs, charges, units = zip(*queue, strict=True)
-        shares = accumulate(charges, initial=recent_usage.get(user, 0.0))  # the share before each unit
-        keyed.extend(zip(shares, roots, ats, seqs, units, strict=False))
-    keyed.sort()  # input order (seq) is unique, so units themselves are never compared
-    return [entry[4] for entry in keyed]
+        # the share before each unit (one more than the queue: zip stops at the queue's end)
+        shares = accumulate(map(_CHARGE, queue), initial=recent_usage.get(user, 0.0))
+        keyed.extend(zip(shares, queue, strict=False))
+    keyed.sort()  # ties go to the entries, whose input order (seq) is unique: units never compared
+    return [entry[1][4] for entry in keyed]

@@ -143,7 +143,7 @@ class Reclaimer:
         if heap is None:
             if shape.feasible_set is None:
                 shape.feasible_set = frozenset(shape.feasible)
-            heap = []
+            heap = list[tuple[Cost, int]]()
             for i in self.candidates(rank) & shape.feasible_set:
                 found = self.plan_on(i, shape.resources, rank, gang=False)
                 if found is not None:
@@ -169,7 +169,7 @@ class Reclaimer:
         for value, members in groups.items():
             if len(members) < size:
                 continue
-            plans = []
+            plans: list[tuple[Cost, int, list[RunningTask]]] = []
             for i in members:
                 found = self.plan_on(i, shape.resources, rank, gang=True)
                 if found is not None:
@@ -189,7 +189,7 @@ class Reclaimer:
 
     def commit(self, i: int, victims: list[RunningTask], need: Resources, preemptor: str) -> list[Preemption]:
         """Preempt ``victims`` (with their gangs) and promise worker ``i`` to ``need``."""
-        preemptions = []
+        preemptions: list[Preemption] = []
         for victim in victims:
             group = self.gangs[victim.job_id] if victim.group_by is not None else (victim,)
             for task in group:

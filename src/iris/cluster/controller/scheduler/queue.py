@@ -47,14 +47,16 @@ class PassScope:
 class PendingQueue:
     backoff_min_s: float = 2.0
     backoff_max_s: float = 30.0
-    parked: dict[str, TaskRequest] = field(default_factory=dict)
-    dirty_jobs: set[str] = field(default_factory=set)
-    dirty_tasks: set[str] = field(default_factory=set)
+    parked: dict[str, TaskRequest] = field(default_factory=dict[str, TaskRequest])
+    dirty_jobs: set[str] = field(default_factory=set[str])
+    dirty_tasks: set[str] = field(default_factory=set[str])
     backoff_s: float = 0.0
     full_due_at: float = 0.0  # 0: a full pass is due now (nothing is known yet)
-    _shapes: Counter[Resources] = field(default_factory=Counter)  # parked tasks by resource shape
-    _free: dict[str, Resources] = field(default_factory=dict)  # each worker's free room, last round
-    _left_during_pass: set[str] = field(default_factory=set)  # left PENDING since the last scope
+    _shapes: Counter[Resources] = field(default_factory=Counter[Resources])  # parked tasks by resource shape
+    _free: dict[str, Resources] = field(
+        default_factory=dict[str, Resources]
+    )  # each worker's free room, last round
+    _left_during_pass: set[str] = field(default_factory=set[str])  # left PENDING since the last scope
 
     # ---- signals from the shell
 

@@ -43,7 +43,7 @@ class _Dimension:
 
 
 def _dimensions(fleet: Fleet, r: Resources) -> list[_Dimension]:
-    dims = []
+    dims: list[_Dimension] = []
     if r.cpu_millicores > 0:
         dims.append(_Dimension("cpu", r.cpu_millicores, format_cpu, fleet.cap_cpu, fleet.free_cpu))
     if r.memory_bytes > 0:
@@ -129,7 +129,7 @@ def value_summary(fleet: Fleet, key: str) -> str:
     if not values:
         return f"no worker has attribute {key}"
     ranked = sorted(values.items(), key=lambda item: (-item[1], str(item[0])))
-    parts = []
+    parts: list[str] = []
     for n, (value, count) in enumerate(ranked[:3]):
         who = plural(count, "worker") if n == 0 else str(count)
         parts.append(f"{who} {_has(count)} {key}={value}")

@@ -12,6 +12,7 @@ from iris.cluster.controller.snapshots import (
     JobRollup,
     JobRow,
     JobSnapshot,
+    LiveAttempt,
     ObservationSnapshot,
     PendingTask,
     RoundSnapshot,
@@ -68,7 +69,6 @@ from iris.cluster.controller.store.queries import (
 from iris.cluster.controller.store.rows import (
     AttemptRow,
     EventRow,
-    LiveAttempt,
     TaskRow,
     WaitingTask,
     select_in,

@@ -341,7 +341,7 @@ def _write_assignments(cur: sqlite3.Cursor, groups: list[list[Assign]], now: flo
     numbers = next_attempt_numbers(cur, [a.task_id for a in assigns])
     gang_jobs = sorted({a.job_id for a in assigns if a.gang})
     generations = next_gang_generations(cur, gang_jobs) if gang_jobs else {}
-    rows = []
+    rows: list[tuple[object, ...]] = []
     for group in groups:
         for a in group:
             gang = (generations[a.job_id], len(group)) if a.gang else (None, None)

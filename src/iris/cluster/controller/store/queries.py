@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from iris.cluster.controller.snapshots import (
     JobRow,
+    LiveAttempt,
     WorkerRow,
 )
 from iris.cluster.controller.store.rows import (
@@ -20,7 +21,6 @@ from iris.cluster.controller.store.rows import (
     TASK_STATE,
     AttemptRow,
     EventRow,
-    LiveAttempt,
     TaskRow,
     WaitingTask,
     row_to_attempt,
@@ -69,7 +69,8 @@ def list_jobs(
     descending: bool = True,
     submitted_since: float | None = None,
 ) -> tuple[list[JobRow], int]:
-    where, args = [], []
+    where: list[str] = []
+    args: list[object] = []
     if submitted_since is not None:
         where.append("submitted_at >= ?")
         args.append(submitted_since)
@@ -362,7 +363,8 @@ def upsert_endpoint(
 def list_endpoints(
     cur: sqlite3.Cursor, *, namespace: str | None = None, name: str | None = None
 ) -> list[EndpointInfo]:
-    where, args = [], []
+    where: list[str] = []
+    args: list[object] = []
     if namespace:
         where.append("namespace = ?")
         args.append(namespace)

@@ -8,9 +8,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from iris.cluster.controller.scheduler.model import Resources
-from iris.cluster.controller.snapshots import (
-    JobRow,
-)
+from iris.cluster.controller.snapshots import JobRow
 from iris.cluster.controller.task_state import AttemptSnapshot
 from iris.rpc.enums import JobState, PriorityBand, StopReason, TaskState
 
@@ -20,22 +18,6 @@ TASK_STATE: dict[str, TaskState] = {s.value: s for s in TaskState}
 JOB_STATE: dict[str, JobState] = {s.value: s for s in JobState}
 BAND: dict[str, PriorityBand] = {b.value: b for b in PriorityBand}
 STOP_REASON: dict[str | None, StopReason | None] = {None: None, "": None, **{r.value: r for r in StopReason}}
-
-
-@dataclass(frozen=True, slots=True)
-class LiveAttempt:
-    """An attempt whose runtime is not yet confirmed gone, with what a reconcile plan needs."""
-
-    attempt_uid: str
-    task_id: str
-    job_id: str
-    task_index: int
-    attempt_number: int
-    worker_id: str | None
-    state: TaskState
-    stop_reason: StopReason | None
-    task_state: TaskState
-    current_attempt_uid: str | None
 
 
 JOB_COLUMNS = (
@@ -108,7 +90,7 @@ class AttemptRow:
 
 
 def row_to_task(r: sqlite3.Row) -> TaskRow:
-    return TaskRow(*r[:3], TASK_STATE[r[3]], *r[4:])
+    return TaskRow(*r[:3], TASK_STATE[r[3]], *r[4:])  # pyright: ignore[reportCallIssue] (TASK_COLUMNS)
 
 
 ATTEMPT_ROW_SQL = (
@@ -119,7 +101,7 @@ ATTEMPT_ROW_SQL = (
 
 
 def row_to_attempt(r: sqlite3.Row) -> AttemptRow:
-    return AttemptRow(*r[:5], TASK_STATE[r[5]], *r[6:])
+    return AttemptRow(*r[:5], TASK_STATE[r[5]], *r[6:])  # pyright: ignore[reportCallIssue] (ATTEMPT_ROW_SQL)
 
 
 def retry_budgets_of(spec_json: str) -> tuple[int, int]:

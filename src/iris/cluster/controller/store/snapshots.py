@@ -116,7 +116,7 @@ def pending_tasks_of(cur: sqlite3.Cursor, jobs: Iterable[str], tasks: Iterable[s
 
     A gang is placed whole, so a gang member brings every pending member of its job."""
     job_ids = set(jobs)
-    singles = []
+    singles: list[sqlite3.Row] = []
     for r in select_in(cur, _PENDING_IN_SQL.format(column="t.task_id"), sorted(set(tasks))):
         if r[1] in job_ids:
             continue
@@ -136,7 +136,7 @@ _PENDING_IN_SQL = (
 
 def _pending_rows(rows: Iterable[sqlite3.Row]) -> list[PendingTask]:
     per_job: dict[str, tuple[PriorityBand, Resources]] = {}
-    out = []
+    out: list[PendingTask] = []
     for r in rows:
         job = per_job.get(r[1])
         if job is None:
@@ -189,7 +189,7 @@ def round_snapshot(
     read (the queue needed it to decide ``only``)."""
     pending = pending_tasks(cur) if only is None else pending_tasks_of(cur, *only)
     gang_jobs = {p.job_id for p in pending if p.group_by}
-    stopping = frozenset(jobs_with_live_attempts(cur, gang_jobs)) if gang_jobs else frozenset()
+    stopping = frozenset(jobs_with_live_attempts(cur, gang_jobs)) if gang_jobs else frozenset[str]()
     fleet_now = known_fleet or (fleet(cur) if with_fleet and pending else Fleet([], []))
     workers, usage = (fleet_now.workers, fleet_now.usage) if pending else ([], [])
     timed_out: list[tuple[TaskSnapshot, AttemptSnapshot | None]] = []
@@ -257,7 +257,7 @@ def job_rollups(cur: sqlite3.Cursor, job_ids: Iterable[str]) -> list[JobRollup]:
         list(counts),
     ):
         counts[r[0]][TASK_STATE[r[1]]] = r[2]
-    out = []
+    out: list[JobRollup] = []
     for j in jobs:
         max_failures, coscheduled = job_meta_of(j.spec_json)
         first_start = None
