@@ -244,7 +244,34 @@ def test_9_from_python_results_come_back(tut: Shell) -> None:
     assert [line.split(" on ")[0] for line in out[1:]] == ["task 0", "task 1", "task 2"]
 
 
-def test_10_what_the_cluster_saw(tut: Shell) -> None:
+def heredoc(name: str) -> str:
+    """The body of the tutorial's `cat > NAME <<'EOF'` block."""
+    return TUTORIAL.read_text().split(f"$ cat > {name} <<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+
+
+def test_10_your_projects_dependencies(tut: Shell) -> None:
+    run(tut, "cd .. && mkdir jokes && cd jokes")
+    tut.cwd = tut.cwd.parent / "jokes"
+    for name in ("pyproject.toml", "joke.py"):
+        RAN.add(f"cat > {name} <<'EOF'")
+        run(tut, f"cat > {name} <<'EOF'\n{heredoc(name)}\nEOF")
+    run(tut, "uv lock --quiet")
+    joke = run(tut, "iris job run --name joke -- python joke.py", timeout=180)
+    assert joke.stdout.strip(), joke.stderr  # a joke, from the project's pyjokes
+    built = run(tut, "iris job logs joke --system --grep environment").stdout.splitlines()
+    assert built[0].startswith("building environment ") and "uv sync --frozen (uv.lock " in built[0], built
+    env_hash = built[0].split()[2].rstrip(":")
+    assert built[1].startswith(f"built environment {env_hash} in ")
+    run(tut, "iris job run --name joke-again -- python joke.py", timeout=180)
+    again = run(tut, "iris job logs joke-again --system --grep environment").stdout
+    # Reused on the same worker; the other worker (if the job went there) builds the same one once.
+    assert f"reusing environment {env_hash}" in again or f"building environment {env_hash}" in again, again
+    broken = run(tut, "iris job run --extra gpu -- python joke.py", code=1)
+    assert "FAILED (ENVIRONMENT)" in broken.stderr
+    assert "Extra `gpu` is not defined in the `optional-dependencies` table for `jokes`" in broken.stderr
+
+
+def test_11_what_the_cluster_saw(tut: Shell) -> None:
     url = tut.env["IRIS_CONTROLLER_URL"]
     metrics = httpx.get(f"{url}/metrics", timeout=30).text
     assert re.search(r'^iris_tasks\{state="SUCCEEDED"\} \d', metrics, re.M)
