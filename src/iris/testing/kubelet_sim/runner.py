@@ -139,8 +139,11 @@ class ContainerRunner:
                 backoff = f'Back-off pulling image "{plan.image}"'
                 self._report(lambda status, pod: pod_status.waiting(status, pod, "ImagePullBackOff", backoff))
             self._stop.wait()
+            self._report_never_started()
             return
         if self._stop.is_set() or not self._run_init_containers():
+            if self._stop.is_set():
+                self._report_never_started()
             return
         started_at = utc_timestamp()
         try:
@@ -210,6 +213,23 @@ class ContainerRunner:
                 container_id=container_id,
                 pod_reason=pod_reason,
                 pod_message=pod_message,
+            )
+        )
+
+    def _report_never_started(self) -> None:
+        """The pod was stopped before its container ran: as the kubelet does, end it Failed with the
+        container terminated (137, ContainerStatusUnknown), so the pod can leave Terminating once
+        finalizers (Kueue's) see it finished."""
+        now = utc_timestamp()
+        self._report(
+            lambda status, pod: pod_status.terminated(
+                status,
+                pod,
+                exit_code=137,
+                reason="ContainerStatusUnknown",
+                message="The container could not be located when the pod was terminated",
+                started_at=now,
+                finished_at=now,
             )
         )
 
