@@ -18,7 +18,7 @@ from tests.conftest import wait_until
 
 from iris.cli.main import cli
 from iris.client import Entrypoint, IrisClient, JobState, ResourceSpec
-from iris.rpc.errors import IrisError
+from iris.rpc.errors import IrisError, Unauthenticated
 from iris.testing.control_plane import ControlPlane
 from iris.testing.proc_state import running
 
@@ -44,6 +44,14 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
     proc.wait(timeout=120)
 
 
+def _one_time_token(out: Path) -> str:
+    """The token the local cluster printed for the CLI (it requires one, like the worker backend)."""
+    found = wait_until(
+        lambda: re.search(r"export IRIS_TOKEN=(\S+)", out.read_text()), timeout=60, what="the token"
+    )
+    return found.group(1)
+
+
 def _job_succeeds(client: IrisClient, job_id: str) -> bool:
     try:
         return client.job(job_id).status() is JobState.SUCCEEDED
@@ -66,10 +74,13 @@ def test_local_cluster_runs_its_pods_in_the_given_cluster(
         match = wait_until(
             lambda: re.search(r"controller: (http://\S+)", out.read_text()), timeout=60, what="the URL"
         )
+        token = _one_time_token(out)
         text = out.read_text()
         assert f"kubeconfig: {cp.controller_kubeconfig}" in text
         assert "real control plane at" not in text and not (tmp_path / "state" / "k8s").exists()
-        client = IrisClient(match.group(1))
+        with pytest.raises(Unauthenticated):  # the one-time token is required, as with workers
+            IrisClient(match.group(1)).list_jobs()
+        client = IrisClient(match.group(1), token=token)
         job = client.submit(
             Entrypoint.from_command("echo", "hi"),
             name="given",
@@ -110,7 +121,8 @@ def test_local_cluster_starts_its_own_real_control_plane(tmp_path: Path) -> None
         assert re.search(r"nodes: +\S+, \S+ \(node agent", text), text
         assert f"kubeconfig: {state / 'k8s'}" in text
         url = match.group(1)
-        env = {**os.environ, "IRIS_CONTROLLER_URL": url}
+        token = _one_time_token(out)
+        env = {**os.environ, "IRIS_CONTROLLER_URL": url, "IRIS_TOKEN": token}
 
         def iris(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([*IRIS, *args], capture_output=True, text=True, env=env, timeout=120)
@@ -127,7 +139,7 @@ def test_local_cluster_starts_its_own_real_control_plane(tmp_path: Path) -> None
         (workspace / "main.py").write_text(
             "import os\nimport helper\nprint(helper.GREETING)\nprint(os.getcwd())\n"
         )
-        client = IrisClient(url)
+        client = IrisClient(url, token=token)
         job = client.submit(
             Entrypoint.from_command("python", "main.py"),
             name="bundled",

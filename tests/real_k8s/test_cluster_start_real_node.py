@@ -40,6 +40,7 @@ def test_cluster_start_runs_jobs_on_a_real_containerd_node(tmp_path: Path) -> No
         )  # fmt: skip
     pids: list[int] = []
     try:
+
         def url() -> re.Match[str] | None:
             assert proc.poll() is None, out.read_text()
             return re.search(r"controller: (http://\S+)", out.read_text())
@@ -51,12 +52,15 @@ def test_cluster_start_runs_jobs_on_a_real_containerd_node(tmp_path: Path) -> No
         )
         text = out.read_text()
         assert re.search(r"nodes: +iris-kubelet-0 \(real kubelet, containerd", text), text
-        env = {**os.environ, "IRIS_CONTROLLER_URL": match.group(1)}
+        token = wait_until(
+            lambda: re.search(r"export IRIS_TOKEN=(\S+)", out.read_text()), timeout=60, what="the token"
+        ).group(1)
+        env = {**os.environ, "IRIS_CONTROLLER_URL": match.group(1), "IRIS_TOKEN": token}
 
         def iris(*args: str) -> subprocess.CompletedProcess[str]:
             return subprocess.run([*IRIS, *args], capture_output=True, text=True, env=env, timeout=120)
 
-        client = IrisClient(match.group(1))
+        client = IrisClient(match.group(1), token=token)
         job = client.submit(
             Entrypoint.from_command("sh", "-c", "python3 -c 'print(\"ready\")'; sleep 120"),
             name="on-containerd",

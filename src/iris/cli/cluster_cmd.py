@@ -141,7 +141,7 @@ def cluster_start(
 
     The controller requires a one-time token, printed in the dashboard's URL
     (http://127.0.0.1:PORT/?token=...) and as IRIS_TOKEN for the CLI; --no-auth turns that off.
-    A --config decides auth itself (its tokens, or none); --backend kubernetes has no token.
+    A --config decides auth itself (its tokens, or none).
 
     The workers share this machine's cpus and memory (unless --worker-cpu/--worker-memory say
     otherwise). A worker that exits is reported and started again (after 1s, doubling up to 60s
@@ -211,9 +211,8 @@ def cluster_start(
         kubeconfig=kubeconfig,
         namespace=namespace,
         local_queue=queue,
-        # A --config says itself whether there is auth (its autoscaled workers use its tokens);
-        # a Kubernetes backend's pods are configured by their cluster.
-        one_time_token=not no_auth and config_path is None and backend == "worker",
+        # A --config says itself whether there is auth (its autoscaled workers use its tokens).
+        one_time_token=not no_auth and config_path is None,
         real_node=real_node,
     )
     if backend == "kubernetes" and kubeconfig is None:
