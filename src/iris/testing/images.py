@@ -2,7 +2,7 @@
 ``ctr -n k8s.io images import`` accept.
 
 - ``iris-test/busybox:1``: Debian's static busybox with its applets linked in ``/bin``.
-- ``iris-test/python:3.11``: ``debootstrap --variant=minbase --include=python3 bookworm`` (Debian
+- ``iris-test/python:3.11``: ``debootstrap --variant=minbase --include=python3,python-is-python3 bookworm`` (Debian
   bookworm's Python 3.11) from the apt mirror this machine is configured with.
 - ``iris-test/pause:1``: the pod sandbox image of the real node's containerd: a static Go binary
   (``CGO_ENABLED=0``, a few lines that sleep until SIGTERM/SIGINT and reap children) in a scratch rootfs.
@@ -40,7 +40,7 @@ KNOWN_IMAGES = (*TEST_IMAGES, PAUSE_IMAGE)
 # Bump when the recipe changes: it is part of every cache key.
 _RECIPE_VERSION = "1"
 _SUITE = "bookworm"
-_PYTHON_PACKAGES = ("python3",)
+_PYTHON_PACKAGES = ("python3", "python-is-python3")  # `python` as in every official Python image
 _DEFAULT_MIRROR = "http://deb.debian.org/debian"
 _PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The pod sandbox's process: hold the pod's namespaces until told to stop, reaping orphans.
