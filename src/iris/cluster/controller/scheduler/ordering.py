@@ -26,7 +26,7 @@ from typing import final
 
 from iris.rpc.enums import PriorityBand
 
-from .model import TaskRequest
+from .model import Resources, TaskRequest
 
 BAND_RANK = {band: band.rank for band in PriorityBand}
 
@@ -125,6 +125,14 @@ def order_pending(
     per_millicore = TURN_CHARGE_S / 1000
     floor = _MIN_TURN_MILLICORES
     gangs: dict[str, tuple[int, Gang]] = {}
+    # Tasks of one job come in runs sharing band, depth, user and resources: the level's queue
+    # and the turn charge are looked up again only when one of them changes.
+    last_band: PriorityBand | None = None
+    last_depth = 0
+    last_user = ""
+    queue: list[Entry] = []
+    last_resources: Resources | None = None
+    charge = 0.0
     for seq, task in enumerate(pending):
         if task.group_by is not None:
             found = gangs.get(task.job_id)
@@ -134,15 +142,22 @@ def order_pending(
                 found[1].members.append(task)
                 found[1].size = max(found[1].size, task.gang_size)
             continue
-        key = (rank[task.band], 2, -task.depth)
-        level = levels.get(key)
-        if level is None:
-            level = levels[key] = {}
-        queue = level.get(task.user)
-        if queue is None:
-            queue = level[task.user] = []
-        m = task.resources.cpu_millicores
-        charge = (m if m > floor else floor) * per_millicore
+        band, depth, user = task.band, task.depth, task.user
+        if band is not last_band or depth != last_depth or user != last_user:
+            key = (rank[band], 2, -depth)
+            level = levels.get(key)
+            if level is None:
+                level = levels[key] = {}
+            found_queue = level.get(user)
+            if found_queue is None:
+                found_queue = level[user] = []
+            queue = found_queue
+            last_band, last_depth, last_user = band, depth, user
+        resources = task.resources
+        if resources is not last_resources:
+            m = resources.cpu_millicores
+            charge = (m if m > floor else floor) * per_millicore
+            last_resources = resources
         queue.append((task.root_submitted_at, task.submitted_at, seq, charge, task))
     for seq, gang in gangs.values():
         gang.members.sort(key=lambda t: natural_key(t.task_id))
