@@ -229,8 +229,8 @@ def test_the_one_walk_order_holds_for_tasks_in_runs_sharing_resources() -> None:
             elif change == "equal resources":  # equal, but another object
                 current = replace(current, resources=replace(current.resources))
             job = f"/{current.user}/j{j}"
-            at = float(rng.randrange(4))
-            base = replace(current, root_submitted_at=at, submitted_at=at, job_id=job)
+            root, at = float(rng.randrange(3)), float(rng.randrange(3))
+            base = replace(current, root_submitted_at=root, submitted_at=at, job_id=job)
             size = rng.randrange(1, 5)
             if change == "gang":
                 base = replace(base, group_by="tpu-name", gang_size=size)
