@@ -5,6 +5,8 @@ Every API error travels as ``{"error": {"code": ..., "message": ...}}`` with a m
 
 from __future__ import annotations
 
+from typing import cast
+
 
 class IrisError(Exception):
     """Base error: one plain sentence for the user, and the HTTP status it maps to."""
@@ -85,11 +87,15 @@ _BY_CODE: dict[str, type[IrisError]] = {
 def error_from_body(status_code: int, body: object) -> IrisError:
     """Rebuild the typed error a server sent; fall back on the HTTP status."""
     code, message = "internal", f"server answered HTTP {status_code}"
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        code = str(body["error"].get("code", code))
-        message = str(body["error"].get("message", message))
-    elif isinstance(body, dict) and "detail" in body:
-        message = str(body["detail"])
+    if isinstance(body, dict):
+        fields = cast("dict[str, object]", body)  # a decoded JSON object
+        error = fields.get("error")
+        if isinstance(error, dict):
+            details = cast("dict[str, object]", error)  # a decoded JSON object
+            code = str(details.get("code", code))
+            message = str(details.get("message", message))
+        elif "detail" in fields:
+            message = str(fields["detail"])
     cls = _BY_CODE.get(code)
     if cls is None:
         for candidate in _BY_CODE.values():

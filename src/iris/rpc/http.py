@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import urlencode, urlsplit
 
 from iris.rpc.errors import Unavailable, error_from_body
@@ -97,7 +97,7 @@ def _query(params: Mapping[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if isinstance(value, (list, tuple)):
-            out[key] = [_scalar(v) for v in value]
+            out[key] = [_scalar(v) for v in cast("list[Any] | tuple[Any, ...]", value)]
         else:
             out[key] = _scalar(value)
     return out

@@ -31,7 +31,7 @@ def error_response(exc: IrisError) -> JSONResponse:
 
 def validation_message(exc: RequestValidationError | ValidationError) -> str:
     """The first three problems of a request, in one line (``body``/``query``/``path`` left out)."""
-    parts = []
+    parts: list[str] = []
     for err in exc.errors()[:3]:
         loc = ".".join(str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path"))
         msg = str(err.get("msg", "invalid"))

@@ -31,7 +31,7 @@ class AttemptUsage(WireModel):
     samples: int = Field(default=0, ge=0)
     # Device memory in use, where the worker can see it (GPUs).
     device_memory_bytes: int | None = Field(default=None, ge=0)
-    history: list[UsageSample] = Field(default_factory=list, max_length=240)
+    history: list[UsageSample] = Field(default_factory=list[UsageSample], max_length=240)
 
 
 class LogChunk(WireModel):
@@ -106,7 +106,7 @@ class TaskSummary(WireModel):
     memory_limit_bytes: int = 0
     cpu_limit_millicores: int = 0
     failure: FailureInfo | None = None
-    history: list[UsageSample] = Field(default_factory=list)
+    history: list[UsageSample] = Field(default_factory=list[UsageSample])
 
 
 class JobSummary(WireModel):

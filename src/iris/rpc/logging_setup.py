@@ -108,7 +108,9 @@ def configure_logging(
     chosen_file = log_file or env.get("IRIS_LOG_FILE") or None
     chosen_level = level if level is not None else env.get("IRIS_LOG_LEVEL", "INFO")
     numeric_level = (
-        logging.getLevelName(chosen_level.upper()) if isinstance(chosen_level, str) else chosen_level
+        logging.getLevelNamesMapping().get(chosen_level.upper())
+        if isinstance(chosen_level, str)
+        else chosen_level
     )
     if not isinstance(numeric_level, int):
         raise ValueError(f"unknown log level {chosen_level!r}")

@@ -102,7 +102,7 @@ class KeepAliveTransport:
         raise TransportError("unreachable")  # pragma: no cover - the loop always returns or raises
 
     def _connections(self) -> dict[str, socket.socket]:
-        conns = getattr(self._local, "conns", None)
+        conns: dict[str, socket.socket] | None = getattr(self._local, "conns", None)
         if conns is None:
             conns = self._local.conns = {}
         return conns
@@ -260,7 +260,7 @@ class AnswerParser:
             start, stop = eol + 2, eol + 2 + size
             if len(buf) < stop + 2:
                 return False
-            if buf[stop : stop + 2] != b"\r\n":
+            if not buf.startswith(b"\r\n", stop):
                 raise BadAnswer("a chunk was cut off")
             self._chunks.append(bytes(buf[start:stop]))
             self._cursor = stop + 2

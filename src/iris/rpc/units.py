@@ -68,6 +68,7 @@ def parse_cpu_millicores(value: int | float | str) -> int:
         return _millicores(value, value)
     text = str(value).strip()
     cores: float | None = None
+    millis = 0  # set below: from "500m" directly, or from the cores
     try:
         if text.endswith("m"):
             millis = int(text[:-1])

@@ -58,7 +58,7 @@ class BackendDescriptor:
 
     backend_id: str
     kind: BackendKind
-    advertised_attributes: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    advertised_attributes: Mapping[str, frozenset[str]] = field(default_factory=dict[str, frozenset[str]])
     scale_groups: frozenset[str] = frozenset()
     display_name: str = ""
 

@@ -106,7 +106,7 @@ class BundleStore:
 
     def stored(self) -> list[tuple[str, float]]:
         """(bundle id, last use time) of every stored bundle."""
-        out = []
+        out: list[tuple[str, float]] = []
         for entry in os.scandir(self.directory):
             name = entry.name
             if name.endswith(".tar.gz") and BUNDLE_ID.match(name[: -len(".tar.gz")]):

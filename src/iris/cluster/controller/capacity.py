@@ -39,7 +39,7 @@ def worker_misfit(
 def _slots(capacity: ResourceSpec, request: Resources) -> int:
     """How many tasks of ``request`` fit on an idle worker at once."""
     offer = Resources.from_spec(capacity)
-    counts = []
+    counts: list[int] = []
     for need, have in (
         (request.cpu_millicores, offer.cpu_millicores),
         (request.memory_bytes, offer.memory_bytes),
@@ -87,7 +87,7 @@ def workers_misfit(
             f"the gang needs {replicas} tasks on workers sharing one {group_by} value;"
             f" the most any value offers is {best}"
         )
-    parts = []
+    parts: list[str] = []
     for why, ids in sorted(reasons.items(), key=lambda item: -len(item[1])):
         shown = ", ".join(ids[:_SHOWN]) + (f" and {len(ids) - _SHOWN} more" if len(ids) > _SHOWN else "")
         parts.append(f"{shown}: {why}")
@@ -98,7 +98,7 @@ def dry_run_from_groups(spec: JobSpec, groups: Sequence[ScaleGroupConfig]) -> tu
     """With no worker running yet: would the autoscaler bring up machines that can run the job?"""
     gang = spec.replicas if spec.coscheduling else 1
     group_by = spec.coscheduling.group_by if spec.coscheduling else None
-    reasons = []
+    reasons: list[str] = []
     for group in groups:
         misfit = group_misfit(group, spec.resources, spec.constraints, gang, group_by)
         if misfit is None:

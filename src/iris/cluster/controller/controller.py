@@ -305,7 +305,7 @@ class Controller:
             submitted = store.submitted_at(cur, {kernel.job_of(t) for t in first_runs}) if first_runs else {}
         for task_id, started_at in first_runs.items():
             at = submitted.get(kernel.job_of(task_id))
-            if at is not None and started_at is not None:
+            if at is not None:
                 self.metrics.task_start_latency_seconds.observe(max(0.0, started_at - at))
         return effects.urgent
 

@@ -14,7 +14,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -345,7 +345,7 @@ class ControllerDB:
                     raise
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Cursor]:
+    def transaction(self) -> Generator[sqlite3.Cursor, None, None]:
         """A write transaction; a full disk rolls it back and raises ``InsufficientStorage``."""
         with self._lock:
             if self._tx_thread is not None:
@@ -406,7 +406,7 @@ class ControllerDB:
         return True
 
     @contextmanager
-    def read(self) -> Iterator[sqlite3.Cursor]:
+    def read(self) -> Generator[sqlite3.Cursor, None, None]:
         with self._lock:
             yield self._conn.cursor()
 

@@ -13,6 +13,7 @@ import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import uvicorn
@@ -299,11 +300,16 @@ def listen_and_state(options: ControllerOptions, config: ClusterConfig | None) -
     return host, port, Path(state_dir).expanduser()
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM stops the controller as Ctrl-C does."""
+    raise KeyboardInterrupt
+
+
 def run(options: ControllerOptions) -> None:
     """Build the controller the options describe and serve it until SIGTERM/SIGINT."""
     private_umask()  # the database, its WAL, logs and bundles are created 0600
     configure_logging(options.log_format, options.log_file)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, _interrupt)
     config = load_cluster_config(options.config) if options.config else None
     backend = options.backend
     tick, grace = options.tick, options.worker_grace

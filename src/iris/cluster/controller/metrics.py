@@ -38,8 +38,8 @@ WORKER_STATUSES = tuple(s.value for s in WorkerStatus)
 class ClusterCounts:
     """What the scrape-time collector reads: rows per state, and autoscaler actions since the last read."""
 
-    tasks: dict[str, int] = field(default_factory=dict)
-    jobs: dict[str, int] = field(default_factory=dict)
+    tasks: dict[str, int] = field(default_factory=dict[str, int])
+    jobs: dict[str, int] = field(default_factory=dict[str, int])
     workers: dict[str, int] | None = None  # None: no worker store (kubernetes backend)
     new_actions: tuple[tuple[str, str], ...] = ()  # (scale group, action) per new action-log entry
     db_bytes: int = 0

@@ -61,7 +61,7 @@ def build_router(controller: Controller) -> APIRouter:
         if not who().is_admin:  # a user sees their own tasks on a worker, not others' job names
             mine = f"/{who().user}/"
             running = {w: [t for t in ts if t.startswith(mine)] for w, ts in running.items()}
-        out = []
+        out: list[WorkerInfo] = []
         cordons = controller.cordons
         for w in workers:
             cordon = cordons.get(w.worker_id)

@@ -37,7 +37,7 @@ def demand_from_requests(
         if reason is not None and reason.code in _NOT_CAPACITY:
             continue
         by_job.setdefault(request.job_id, []).append(request)
-    entries = []
+    entries: list[DemandEntry] = []
     for job_id, tasks in by_job.items():
         first = tasks[0]
         entries.append(

@@ -91,7 +91,7 @@ def unfittable_reason(
     Meant for submit-time rejection: a job that no group fits would otherwise pend forever.
     The answer lists each group's reason: ``"cpu: needs 64 cpu per task, a machine has 8; ..."``.
     """
-    reasons = []
+    reasons: list[str] = []
     for group in groups:
         misfit = group_misfit(group, resources, constraints, gang_size, group_by)
         if misfit is None:

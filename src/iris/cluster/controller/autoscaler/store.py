@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
@@ -86,7 +86,7 @@ class AutoscalerStore:
                 cur.execute(statement)
 
     @contextmanager
-    def _write(self) -> Iterator[sqlite3.Cursor]:
+    def _write(self) -> Generator[sqlite3.Cursor, None, None]:
         with self._lock:
             cur = self._conn.cursor()
             cur.execute("SAVEPOINT autoscaler")
@@ -128,7 +128,7 @@ class AutoscalerStore:
             rows = self._conn.execute(
                 "SELECT name, next_seq, backoff, recent_creates FROM autoscaler_groups"
             ).fetchall()
-        groups = {}
+        groups: dict[str, GroupRecord] = {}
         for name, next_seq, backoff, recent in rows:
             b = json.loads(backoff)
             groups[name] = GroupRecord(

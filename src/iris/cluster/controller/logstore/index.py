@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,11 +100,11 @@ class IndexWrites:
     ``spills``: inline logs now in their files, whose inline lines go; ``usages``: usage reports.
     """
 
-    adds: dict[str, AttemptLog] = field(default_factory=dict)
-    updates: dict[str, AttemptLog] = field(default_factory=dict)
-    appends: list[tuple[str, int, bytes]] = field(default_factory=list)
-    spills: list[str] = field(default_factory=list)
-    usages: list[tuple[str, AttemptUsage]] = field(default_factory=list)
+    adds: dict[str, AttemptLog] = field(default_factory=dict[str, AttemptLog])
+    updates: dict[str, AttemptLog] = field(default_factory=dict[str, AttemptLog])
+    appends: list[tuple[str, int, bytes]] = field(default_factory=list[tuple[str, int, bytes]])
+    spills: list[str] = field(default_factory=list[str])
+    usages: list[tuple[str, AttemptUsage]] = field(default_factory=list[tuple[str, AttemptUsage]])
     now: float = 0.0
 
     @property
@@ -148,7 +148,7 @@ class LogIndex:
                 self._conn.execute(f"PRAGMA user_version={number}")
 
     @contextmanager
-    def _transaction(self, begin: str = "BEGIN") -> Iterator[None]:
+    def _transaction(self, begin: str = "BEGIN") -> Generator[None, None, None]:
         """One transaction on the connection (its lock held by the caller): all of it or none."""
         self._conn.execute(begin)
         try:

@@ -156,7 +156,7 @@ class LogStore:
         unseen = list(
             dict.fromkeys(c.attempt_uid for c in request.chunks if c.attempt_uid not in self._known)
         )
-        owners = resolve(unseen) if unseen else {}
+        owners: Mapping[str, tuple[str, int]] = resolve(unseen) if unseen else {}
         try:
             with self._writing:
                 metas, fresh = self._lookup(request.chunks, owners, now)
@@ -478,7 +478,7 @@ class LogStore:
             dropped += len(doomed)
         total = self.index.total_bytes()
         while total > self.max_total_bytes:
-            doomed = []
+            doomed: list[AttemptLog] = []
             for meta in self.index.oldest(limit=100):
                 doomed.append(meta)
                 total -= meta.bytes

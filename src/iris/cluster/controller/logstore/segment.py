@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import accumulate, repeat
 from operator import add
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 STRIDE = 1024
 _RECORD = struct.Struct("<Qd")
@@ -42,7 +42,7 @@ class RawLine:
     offset: int
     raw: bytes
 
-    def decode(self) -> dict:
+    def decode(self) -> dict[str, Any]:
         return json.loads(self.raw)
 
 
@@ -236,7 +236,7 @@ class Segment:
 
     def tail(self, n: int, before: int | None = None) -> list[RawLine]:
         """The last ``n`` lines (before line ``before``), read backwards from the end."""
-        lines, size, offsets, _ = self.state()
+        lines, size, _, _ = self.state()
         end_line = lines if before is None else max(0, min(before, lines))
         if n <= 0 or end_line == 0:
             return []
