@@ -197,3 +197,43 @@ def test_the_one_walk_order_is_the_units_order() -> None:
         rng.shuffle(tasks)
         for usage in (None, {"u1": 30.0, "u2": 2.0}):
             assert ids(order_pending(tasks, usage)) == ids(order_units(build_units(tasks), usage))
+
+
+def test_the_one_walk_order_holds_for_tasks_in_runs_sharing_resources() -> None:
+    """order_pending reuses the level and turn charge while consecutive tasks share band, depth,
+    user and resources (one job's tasks, as the controller lists them): runs that change just one
+    of those (or the resources object) still order exactly as order_units(build_units(...))."""
+    import random
+    from dataclasses import replace
+
+    from iris.cluster.controller.scheduler.ordering import build_units, order_pending, order_units
+
+    def ids(units) -> list[str]:
+        return [u.task_id if hasattr(u, "task_id") else "gang:" + u.head.task_id for u in units]
+
+    rng = random.Random(11)
+    shared = [res(0.05, 1), res(1, 1), res(4, 2)]  # the same objects reused across tasks
+    for _ in range(30):
+        tasks = []
+        current = task("/u0/j0/0", user="u0")
+        for j in range(rng.randrange(1, 30)):
+            change = rng.choice(("band", "depth", "user", "resources", "equal resources", "gang"))
+            if change == "band":
+                current = replace(current, band=rng.choice((BATCH, INTER, PROD)))
+            elif change == "depth":
+                current = replace(current, depth=rng.randrange(1, 4))
+            elif change == "user":
+                current = replace(current, user=f"u{rng.randrange(4)}")
+            elif change == "resources":
+                current = replace(current, resources=rng.choice(shared))
+            elif change == "equal resources":  # equal, but another object
+                current = replace(current, resources=replace(current.resources))
+            job = f"/{current.user}/j{j}"
+            root, at = float(rng.randrange(3)), float(rng.randrange(3))
+            base = replace(current, root_submitted_at=root, submitted_at=at, job_id=job)
+            size = rng.randrange(1, 5)
+            if change == "gang":
+                base = replace(base, group_by="tpu-name", gang_size=size)
+            tasks += [replace(base, task_id=f"{job}/{i}") for i in range(size)]
+        for usage in (None, {"u1": 30.0, "u2": 2.0, "u3": 60.0}):
+            assert ids(order_pending(tasks, usage)) == ids(order_units(build_units(tasks), usage))

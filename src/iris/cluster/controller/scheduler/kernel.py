@@ -103,6 +103,7 @@ def schedule(
     ids = fleet.ids
     shape_for, pick = fleet.shape_for, fleet.pick
     gate_s = reclaim_s = 0.0
+    rank = BAND_RANK
     stop = len(ordered)
     for n, unit in enumerate(ordered):
         if len(assignments) >= limit:
@@ -143,7 +144,9 @@ def schedule(
             if budgets:
                 charge(held, task.user, task.resources, 1)
             continue
-        if reclaimer is not None and shape.feasible:
+        # a band for which this shape has nothing to reclaim skips the stage (and its timing):
+        # once nothing fits, this is most tasks of the pass
+        if reclaimer is not None and shape.feasible and rank[task.band] not in shape.no_plan_ranks:
             t = perf_counter()
             cause = reclaim(task, shape, reclaimer, preemptions)
             reclaim_s += perf_counter() - t

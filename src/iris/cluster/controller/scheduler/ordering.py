@@ -20,13 +20,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, repeat
 from operator import itemgetter
 from typing import final
 
 from iris.rpc.enums import PriorityBand
 
-from .model import TaskRequest
+from .model import Resources, TaskRequest
 
 BAND_RANK = {band: band.rank for band in PriorityBand}
 
@@ -114,17 +114,35 @@ def order_units(units: Sequence[Unit], recent_usage: Mapping[str, float] | None 
     return _merge_levels(levels, recent_usage)
 
 
+Run = tuple[float, float, int, float, str, list[Unit]]
+# a run: root submitted, submitted, input position of its first unit, turn charge, user, its units
+_SHARE: Callable[[tuple[Unit, float]], float] = itemgetter(1)
+
+
 def order_pending(
     pending: Sequence[TaskRequest], recent_usage: Mapping[str, float] | None = None
 ) -> list[Unit]:
     """``order_units(build_units(pending), recent_usage)`` in one walk over the tasks (the pass's
     first stage): the same order, the input position of a task (of a gang: of its first task)
-    breaking ties as a unit's would."""
-    levels: Levels = {}
+    breaking ties as a unit's would.
+
+    Consecutive tasks alike in band, depth, user, resources and submission times (one job's
+    tasks, as the controller lists them) are kept as one *run*: no other task of their level
+    sorts between them (their input positions are consecutive), so a level is sorted by run.
+    Fair share then walks the level's runs in that order, which is each user's queue order, so
+    every unit's share comes out as ``_fair_share`` sums it, and the units are already in the
+    order that breaks equal shares: one stable sort by share alone merges the users."""
+    levels: dict[tuple[int, int, int], list[Run]] = {}
     rank = BAND_RANK
     per_millicore = TURN_CHARGE_S / 1000
     floor = _MIN_TURN_MILLICORES
     gangs: dict[str, tuple[int, Gang]] = {}
+    last_band: PriorityBand | None = None
+    last_depth = 0
+    last_user = ""
+    last_resources: Resources | None = None
+    last_root = last_submitted = 0.0
+    run: list[Unit] = []
     for seq, task in enumerate(pending):
         if task.group_by is not None:
             found = gangs.get(task.job_id)
@@ -133,25 +151,70 @@ def order_pending(
             else:
                 found[1].members.append(task)
                 found[1].size = max(found[1].size, task.gang_size)
+            last_band = None  # the next task starts a run: input positions must stay consecutive
             continue
-        key = (rank[task.band], 2, -task.depth)
+        band, depth, user, resources = task.band, task.depth, task.user, task.resources
+        root, submitted = task.root_submitted_at, task.submitted_at
+        if (
+            band is last_band
+            and resources is last_resources
+            and root == last_root
+            and submitted == last_submitted
+            and depth == last_depth
+            and user == last_user
+        ):
+            run.append(task)
+            continue
+        key = (rank[band], 2, -depth)
         level = levels.get(key)
         if level is None:
-            level = levels[key] = {}
-        queue = level.get(task.user)
-        if queue is None:
-            queue = level[task.user] = []
-        m = task.resources.cpu_millicores
-        charge = (m if m > floor else floor) * per_millicore
-        queue.append((task.root_submitted_at, task.submitted_at, seq, charge, task))
+            level = levels[key] = []
+        m = resources.cpu_millicores
+        run = [task]
+        level.append((root, submitted, seq, (m if m > floor else floor) * per_millicore, user, run))
+        last_band, last_depth, last_user, last_resources = band, depth, user, resources
+        last_root, last_submitted = root, submitted
     for seq, gang in gangs.values():
         gang.members.sort(key=lambda t: natural_key(t.task_id))
         head = gang.head
         m = head.resources.cpu_millicores
         charge = (m if m > floor else floor) * per_millicore * len(gang.members)
-        level = levels.setdefault((rank[head.band], 1, -head.depth), {})
-        level.setdefault(head.user, []).append((head.root_submitted_at, head.submitted_at, seq, charge, gang))
-    return _merge_levels(levels, recent_usage)
+        levels.setdefault((rank[head.band], 1, -head.depth), []).append(
+            (head.root_submitted_at, head.submitted_at, seq, charge, head.user, [gang])
+        )
+    ordered: list[Unit] = []
+    usage = recent_usage or {}
+    for key in sorted(levels):
+        runs = levels[key]
+        runs.sort()  # first input positions are unique, so nothing after them is ever compared
+        if len({r[4] for r in runs}) == 1:
+            for r in runs:
+                ordered.extend(r[5])
+            continue
+        ordered.extend(_fair_share_runs(runs, usage))
+    return ordered
+
+
+def _fair_share_runs(runs: Sequence[Run], recent_usage: Mapping[str, float]) -> list[Unit]:
+    """``_fair_share`` over a level's runs, sorted: each unit with its user's share when it comes
+    up (summed in the user's queue order, as ``_fair_share`` does), then a stable sort by share."""
+    shares: dict[str, float] = {}
+    keyed: list[tuple[Unit, float]] = []
+    extend = keyed.extend
+    for _, _, _, charge, user, units in runs:
+        share = shares.get(user)
+        if share is None:
+            share = recent_usage.get(user, 0.0)
+        if len(units) == 1:
+            keyed.append((units[0], share))
+            shares[user] = share + charge
+            continue
+        # the share before each unit; zip stops at the run's end without taking the next share
+        following = accumulate(repeat(charge, len(units)), initial=share)
+        extend(zip(units, following, strict=False))
+        shares[user] = next(following)
+    keyed.sort(key=_SHARE)  # stable: equal shares keep (root submitted, submitted, input order)
+    return [k[0] for k in keyed]
 
 
 def _merge_levels(levels: Levels, recent_usage: Mapping[str, float] | None) -> list[Unit]:
