@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Any
 
 from iris.cluster.controller import store
 from iris.rpc.enums import TaskState
@@ -22,9 +23,10 @@ def _list_fields(spec_json: str) -> tuple[str, ResourceSpec]:
     kept = _list_fields_kept.get(spec_json)
     if kept is not None:
         return kept
-    data = json.loads(spec_json)
-    entry = data.get("entrypoint") or {}
-    text = " ".join(entry.get("argv") or []) if entry.get("kind") == "command" else "<python callable>"
+    data: dict[str, Any] = json.loads(spec_json)  # the stored spec's JSON object
+    entry: dict[str, Any] = data.get("entrypoint") or {}
+    argv: list[str] = entry.get("argv") or []
+    text = " ".join(argv) if entry.get("kind") == "command" else "<python callable>"
     fields = text, ResourceSpec.model_validate(data.get("resources") or {})
     if len(_list_fields_kept) >= _LIST_FIELDS_KEPT:
         _list_fields_kept.pop(next(iter(_list_fields_kept)), None)
@@ -60,7 +62,7 @@ def task_statuses(
     cur: sqlite3.Cursor, rows: Sequence[store.TaskRow], *, with_attempts: bool = True
 ) -> list[TaskStatus]:
     attempts = store.attempts_of_tasks(cur, [r.task_id for r in rows]) if with_attempts else {}
-    out = []
+    out: list[TaskStatus] = []
     for r in rows:
         atts = [
             AttemptStatus(
@@ -113,8 +115,9 @@ def job_detail(
     pending = next((t.pending_reason for t in tasks if t.pending_reason), None)
     if pending is None and (counts.get("PENDING") or counts.get("ASSIGNED")):
         pending = store.pending_reasons_for_jobs(cur, [row.job_id]).get(row.job_id)
+    fields: dict[str, Any] = {**base.model_dump(), "pending_reason": pending}
     return JobDetail(
-        **{**base.model_dump(), "pending_reason": pending},
+        **fields,
         spec=row.spec,
         tasks=tasks,
         task_offset=task_offset,

@@ -115,27 +115,25 @@ def log_tail_text(logs: LogStore, attempt_uid: str, n: int = TAIL_LINES) -> list
     """The last ``n`` output lines (no system lines) of an attempt."""
     if logs.attempt(attempt_uid) is None:
         return []
-    from iris.cluster.controller.logstore.query import _Reader, _tail
+    from iris.cluster.controller.logstore.query import tail_lines
 
-    rows, _ = _tail(logs.segment(attempt_uid), n, _Reader(LogQuery()))
-    return [str(entry.get("line", "")) for _, entry in rows]
+    return tail_lines(logs.segment(attempt_uid), n)
 
 
 def attach_failures(controller: Controller, detail: JobDetail) -> JobDetail:
     """Fill ``failure`` of every task that ended badly (kind, numbers, exception, log tail)."""
-    logs: LogStore | None = controller.logs
+    logs: LogStore = controller.logs
     failed = [t for t in detail.tasks if t.state in FAILED_STATES][:MAX_DIAGNOSED]
     if not failed:
         return detail
     uids = [t.current_attempt_uid for t in failed if t.current_attempt_uid]
-    if logs is not None:
-        settle(
-            controller,
-            logs,
-            [(t.current_attempt_uid, t.task_id) for t in failed if t.current_attempt_uid],
-            1.0,
-        )
-    usage = logs.usage(uids) if logs is not None else {}
+    settle(
+        controller,
+        logs,
+        [(t.current_attempt_uid, t.task_id) for t in failed if t.current_attempt_uid],
+        1.0,
+    )
+    usage = logs.usage(uids)
     preemptors: dict[str, str] = {}
     if any(t.state is TaskState.PREEMPTED or t.preemption_count for t in failed):
         with controller.db.read() as cur:
@@ -143,7 +141,7 @@ def attach_failures(controller: Controller, detail: JobDetail) -> JobDetail:
     limit = detail.spec.resources.memory_bytes
     for task in failed:
         uid = task.current_attempt_uid
-        tail = log_tail_text(logs, uid) if logs is not None and uid else []
+        tail = log_tail_text(logs, uid) if uid else []
         by = preemptors.get(task.task_id, "").removeprefix("preempted by ") or None
         task.failure = diagnose(
             task,
@@ -157,13 +155,13 @@ def attach_failures(controller: Controller, detail: JobDetail) -> JobDetail:
 
 
 def job_summary(controller: Controller, detail: JobDetail) -> JobSummary:
-    logs: LogStore | None = controller.logs
+    logs: LogStore = controller.logs
     detail = attach_failures(controller, detail)
     uids = [t.current_attempt_uid for t in detail.tasks if t.current_attempt_uid]
-    usage = logs.usage(uids) if logs is not None else {}
+    usage = logs.usage(uids)
     res = detail.spec.resources
     now = time.time()
-    rows = []
+    rows: list[TaskSummary] = []
     for t in detail.tasks:
         u = usage.get(t.current_attempt_uid or "")
         end = t.finished_at or (now if t.started_at else None)

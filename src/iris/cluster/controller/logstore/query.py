@@ -12,7 +12,7 @@ import heapq
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import re2
 
@@ -28,6 +28,9 @@ MAX_GREP_LENGTH = 256
 MAX_SCAN = 500_000
 _MAX_PATTERN_MEMORY = 8 << 20  # RE2's program size bound: a huge repetition count is refused, not built
 _OPEN_AT_ONCE = 256
+
+# One stored line decoded: ``ts``, ``stream`` and ``line`` (JSON, as the log store wrote it).
+LogEntry = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ class _Reader:
         self.query = query
         self.pattern = query.compiled()
 
-    def keep(self, entry: dict) -> bool:
+    def keep(self, entry: LogEntry) -> bool:
         q = self.query
         if not q.include_system and entry.get("stream") == "system":
             return False
@@ -142,7 +145,7 @@ class _Reader:
         )
 
 
-def _stored(meta: AttemptLog, raw: RawLine, entry: dict) -> StoredLine:
+def _stored(meta: AttemptLog, raw: RawLine, entry: LogEntry) -> StoredLine:
     return StoredLine.model_construct(
         task_id=meta.task_id,
         task_index=meta.task_index,
@@ -155,20 +158,22 @@ def _stored(meta: AttemptLog, raw: RawLine, entry: dict) -> StoredLine:
     )
 
 
-def _decode(raw: RawLine) -> dict:
+def _decode(raw: RawLine) -> LogEntry:
     try:
         entry = json.loads(raw.raw)
     except ValueError:
         return {"ts": 0.0, "stream": "system", "line": "(unreadable log line)"}
-    return entry if isinstance(entry, dict) else {"ts": 0.0, "stream": "system", "line": str(entry)}
+    if not isinstance(entry, dict):
+        return {"ts": 0.0, "stream": "system", "line": str(entry)}
+    return cast("LogEntry", entry)  # a JSON object as the store wrote it
 
 
-def _tail(segment: LogData, n: int, reader: _Reader) -> tuple[list[tuple[RawLine, dict]], bool]:
+def _tail(segment: LogData, n: int, reader: _Reader) -> tuple[list[tuple[RawLine, LogEntry]], bool]:
     """The last ``n`` kept lines, and whether kept lines may exist before them."""
     if not reader.filtering:
         raw = segment.tail(n)
         return [(r, _decode(r)) for r in raw], bool(raw) and raw[0].offset > 0
-    found: list[tuple[RawLine, dict]] = []
+    found: list[tuple[RawLine, LogEntry]] = []
     end = segment.lines
     floor = segment.line_at_time(reader.query.since) if reader.query.since is not None else 0
     window = max(256, 2 * n)
@@ -185,11 +190,17 @@ def _tail(segment: LogData, n: int, reader: _Reader) -> tuple[list[tuple[RawLine
     return found[-n:], more
 
 
+def tail_lines(segment: LogData, n: int) -> list[str]:
+    """The last ``n`` output lines (no system lines) of a log, as text."""
+    rows, _ = _tail(segment, n, _Reader(LogQuery()))
+    return [str(entry.get("line", "")) for _, entry in rows]
+
+
 def _forward(
     segment: LogData, start: int, limit: int, reader: _Reader
-) -> tuple[list[tuple[RawLine, dict]], int]:
+) -> tuple[list[tuple[RawLine, LogEntry]], int]:
     """Kept lines from line ``start`` on (at most ``limit``), and the line to continue from."""
-    out: list[tuple[RawLine, dict]] = []
+    out: list[tuple[RawLine, LogEntry]] = []
     position = start
     if reader.query.since is not None:
         position = max(position, segment.line_at_time(reader.query.since))
