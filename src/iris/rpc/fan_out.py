@@ -75,7 +75,7 @@ class FanOut:
 
     def _run(self, calls: Sequence[Call], timeout_s: float) -> list[HttpReply | TransportError]:
         deadline = time.monotonic() + timeout_s
-        flights = []
+        flights: list[_InFlight] = []
         sel = selectors.DefaultSelector()
         try:
             for call in calls:

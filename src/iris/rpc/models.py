@@ -13,7 +13,7 @@ import sys
 import sysconfig
 import types
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -103,7 +103,7 @@ class ResourceSpec(WireModel):
     def _friendly(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = dict(data)
+        data = dict(cast("dict[str, Any]", data))  # the request's JSON object
         if "cpu" in data:
             data["cpu_millicores"] = parse_cpu_millicores(data.pop("cpu"))
         if "memory" in data:
@@ -156,14 +156,14 @@ class Entrypoint(WireModel):
         import cloudpickle
 
         module = sys.modules.get(getattr(fn, "__module__", "") or "")
-        by_value = module is not None and _is_user_module(module)
-        if by_value:
-            cloudpickle.register_pickle_by_value(module)
+        by_value = module if module is not None and _is_user_module(module) else None
+        if by_value is not None:
+            cloudpickle.register_pickle_by_value(by_value)
         try:
             payload = cloudpickle.dumps((fn, args, kwargs))
         finally:
-            if by_value:
-                cloudpickle.unregister_pickle_by_value(module)
+            if by_value is not None:
+                cloudpickle.unregister_pickle_by_value(by_value)
         return cls(kind="callable", callable_b64=base64.b64encode(payload).decode("ascii"))
 
     def describe(self) -> str:
@@ -322,9 +322,9 @@ class JobSpec(WireModel):
     replicas: int = Field(default=1, ge=1, le=100_000)
     env: dict[str, str] = Field(default_factory=dict)
     environment: EnvironmentSpec | None = None
-    constraints: list[Constraint] = Field(default_factory=list, max_length=64)
+    constraints: list[Constraint] = Field(default_factory=list[Constraint], max_length=64)
     # Soft constraints: workers satisfying more of them are chosen first; never a reason to wait.
-    preferences: list[Constraint] = Field(default_factory=list, max_length=64)
+    preferences: list[Constraint] = Field(default_factory=list[Constraint], max_length=64)
     coscheduling: CoschedulingConfig | None = None
     max_retries_failure: int = Field(default=0, ge=0, le=10_000)
     max_retries_preemption: int = Field(default=100, ge=0, le=100_000)
@@ -347,7 +347,7 @@ class JobSpec(WireModel):
     image: str | None = Field(default=None, min_length=1, max_length=512, pattern=IMAGE_PATTERN)
     image_pull_policy: ImagePullPolicy = "if-not-present"
     # The user's secrets (by name; never their values) injected into every task's environment.
-    secrets: list[SecretRef] = Field(default_factory=list, max_length=64)
+    secrets: list[SecretRef] = Field(default_factory=list[SecretRef], max_length=64)
 
     @field_validator("env")
     @classmethod
@@ -436,7 +436,7 @@ class TaskStatus(WireModel):
     preemption_count: int = 0
     started_at: float | None = None
     finished_at: float | None = None
-    attempts: list[AttemptStatus] = Field(default_factory=list)
+    attempts: list[AttemptStatus] = Field(default_factory=list[AttemptStatus])
     # For a task that ended badly: why, in one place (kind, numbers, exception, log tail).
     failure: FailureInfo | None = None
 
@@ -468,7 +468,7 @@ class JobDetail(JobStatus):
     """A job and one page of its tasks (``task_offset``, at most the page size asked for)."""
 
     spec: JobSpec
-    tasks: list[TaskStatus] = Field(default_factory=list)
+    tasks: list[TaskStatus] = Field(default_factory=list[TaskStatus])
     task_offset: int = 0
     children: list[str] = Field(default_factory=list)
 
@@ -611,8 +611,8 @@ class RunSpec(WireModel):
     bundle_id: str | None = None
     # Job-level facts a backend may need to place the attempt (the Kubernetes backend does).
     priority: PriorityBand = PriorityBand.INTERACTIVE
-    constraints: list[Constraint] = Field(default_factory=list)
-    preferences: list[Constraint] = Field(default_factory=list)
+    constraints: list[Constraint] = Field(default_factory=list[Constraint])
+    preferences: list[Constraint] = Field(default_factory=list[Constraint])
     replicas: int = 1
     coscheduling: CoschedulingConfig | None = None
     # Gang members dispatched together share a generation and know how many they are.
@@ -738,9 +738,9 @@ class DryRunResult(WireModel):
     job_id: str
     would_place: bool
     summary: str
-    placements: list[dict[str, str]] = Field(default_factory=list)
+    placements: list[dict[str, str]] = Field(default_factory=list[dict[str, str]])
     pending: dict[str, dict[str, str]] = Field(default_factory=dict)
-    preemptions: list[dict[str, str]] = Field(default_factory=list)
+    preemptions: list[dict[str, str]] = Field(default_factory=list[dict[str, str]])
 
 
 # ---------------------------------------------------------------- secrets
@@ -825,7 +825,7 @@ class UserBudget(WireModel):
     def _friendly(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        data = dict(data)
+        data = dict(cast("dict[str, Any]", data))  # the request's JSON object
         if data.get("cpu") is not None:
             data["cpu_millicores"] = parse_cpu_millicores(data.pop("cpu"))
         data.pop("cpu", None)

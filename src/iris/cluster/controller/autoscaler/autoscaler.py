@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, is_dataclass, replace
 from enum import StrEnum
+from typing import cast
 
 from pydantic import BaseModel
 
@@ -90,7 +91,12 @@ class Autoscaler:
         controller_url: str = "",
         timings: AutoscalerDefaults | None = None,
     ) -> None:
-        configs = list(groups.values()) if isinstance(groups, Mapping) else list(groups)
+        if isinstance(groups, Mapping):
+            # The by-name form; pyright cannot rule out a mapping keyed by configs (never passed).
+            by_name = cast("Mapping[str, ScaleGroupConfig]", groups)
+            configs = list(by_name.values())
+        else:
+            configs = list(groups)
         self._groups = {g.name: g for g in configs}
         self.platform = platform
         self.store = store
@@ -152,7 +158,7 @@ class Autoscaler:
         with self._lock:
             now = self.clock()
             infos = self._list_platform()
-            kept = []
+            kept: list[str] = []
             for info in infos.values():
                 if info.scale_group not in self._groups:
                     continue  # _refresh terminates it
@@ -485,13 +491,15 @@ def _jsonable(value: object) -> object:
     if isinstance(value, StrEnum):
         return value.value
     if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        mapping = cast("Mapping[object, object]", value)  # any mapping: its keys become strings
+        return {str(k): _jsonable(v) for k, v in mapping.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
+        return [_jsonable(v) for v in cast("Sequence[object]", value)]
     return value
 
 
 def _usage_map(usage: Mapping[str, int] | Collection[str]) -> dict[str, int]:
     if isinstance(usage, Mapping):
-        return {str(k): int(v) for k, v in usage.items()}
+        counts = cast("Mapping[str, int]", usage)  # the counted form, not a Collection[str] that is a Mapping
+        return {str(k): int(v) for k, v in counts.items()}
     return {str(k): 1 for k in usage}

@@ -51,8 +51,8 @@ class _Group:
     booting: list[SliceView]
     backoff: BackoffState
     packer: SlicePacker
-    terminates: list[TerminateSlice] = field(default_factory=list)
-    hinted_jobs: list[str] = field(default_factory=list)
+    terminates: list[TerminateSlice] = field(default_factory=list[TerminateSlice])
+    hinted_jobs: list[str] = field(default_factory=list[str])
     capped: bool = False  # demand could not fit under max_slices
     unplaced_tasks: int = 0  # tasks routed here first that no slice could take
 
@@ -70,7 +70,7 @@ def plan(snapshot: AutoscalerSnapshot, now: float) -> AutoscalerPlan:
 
     creates: list[CreateSlice] = []
     terminates: list[TerminateSlice] = []
-    decisions = []
+    decisions: list[GroupDecision] = []
     for group in groups:
         decision, group_creates, group_terminates = _decide(group, now, timings, actions)
         decisions.append(decision)
@@ -96,7 +96,9 @@ def _health(
 ) -> _Group:
     config = snap.config
     boot_timeout = config.boot_timeout_s if config.boot_timeout_s is not None else timings.boot_timeout_s
-    busy, idle, booting = [], [], []
+    busy: list[SliceView] = []
+    idle: list[SliceView] = []
+    booting: list[SliceView] = []
     terminates: list[TerminateSlice] = []
     new_failures = 0
     for s in snap.slices:
