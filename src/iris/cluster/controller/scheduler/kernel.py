@@ -202,13 +202,13 @@ def explain_pending(
     for ahead, (task, cause) in enumerate(waiting):
         band = rank[task.band]
         positions[band] += 1
-        if type(cause) is _Queued:
-            code, message = queued_reason(ahead, limit)
-        elif type(cause) is Shape:
+        if type(cause) is Shape:  # the common cause first (once nothing fits: every task's)
             found = by_shape.get(id(cause))
             if found is None:
                 found = by_shape[id(cause)] = shape_reason(fleet, cause)
             code, message = found
+        elif type(cause) is _Queued:
+            code, message = queued_reason(ahead, limit)
         else:
             code, message = cause
         reasons[task.task_id] = PendingReason(code, message, positions[band])
