@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TypedDict
 
 from iris.rpc.enums import TaskState
 from iris.rpc.log_models import AttemptUsage
@@ -59,6 +60,18 @@ def _bytes(text: str) -> int | None:
         return None
 
 
+class _Common(TypedDict):
+    """The FailureInfo fields every kind of failure fills the same way."""
+
+    exit_code: int | None
+    attempt_uid: str | None
+    attempt_number: int | None
+    exception: str | None
+    peak_rss_bytes: int | None
+    memory_limit_bytes: int | None
+    log_tail: list[str]
+
+
 def _attempt(task: TaskStatus) -> AttemptStatus | None:
     for attempt in reversed(task.attempts):
         if attempt.attempt_uid == task.current_attempt_uid:
@@ -83,7 +96,7 @@ def diagnose(
     exit_code = task.exit_code if task.exit_code is not None else (attempt.exit_code if attempt else None)
     peak = usage.peak_rss_bytes if usage and usage.peak_rss_bytes else None
     exception = python_exception(log_tail)
-    common = {
+    common: _Common = {
         "exit_code": exit_code,
         "attempt_uid": attempt.attempt_uid if attempt else None,
         "attempt_number": attempt.attempt_number if attempt else None,
