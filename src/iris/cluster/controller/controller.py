@@ -325,6 +325,25 @@ class Controller:
                     )
         return desired_attempts(live, self.specs.run_spec, gangs, leaders)
 
+    # ------------------------------------------------------------ the specification's seam names
+    # The specification's guarded blocks (``if descriptor.kind is BackendKind.WORKER:
+    # self._update_worker_health(); self._trigger_autoscale()`` / ``... KUBERNETES:
+    # self._reconcile_pods()``) call these; the loop calls the same seam methods.
+
+    def _update_worker_health(self) -> None:
+        """WORKER: reap workers past their grace (their attempts retry elsewhere)."""
+        self.require_workers("worker health needs worker daemons").reap_unhealthy()
+
+    def _trigger_autoscale(self) -> None:
+        """WORKER: one autoscaler tick when it is due (nothing without an autoscaler)."""
+        self.require_workers("autoscaling needs worker daemons").autoscale()
+
+    def _reconcile_pods(self) -> bool:
+        """KUBERNETES: converge the Pods on the desired attempts and fold what they show."""
+        if self.pods is None:
+            raise FailedPrecondition("pod reconciliation needs the KUBERNETES backend")
+        return self.pods.reconcile()
+
     # ------------------------------------------------------------ commands (commands.py, worker_seam.py)
 
     def submit(self, spec: JobSpec, *, user: str | None = None, admin: bool = True) -> str:
