@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from run_all import BENCHMARKS
+from run_all import BENCHMARKS, choose
 
 # Units where a larger figure is better; any other unit (ms, s, bytes, ...) is better smaller.
 HIGHER_IS_BETTER = ("/s", "per s", "x", "×")
@@ -68,10 +68,8 @@ def main() -> int:
     parser.add_argument("--only", help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (does everything run?)")
     args = parser.parse_args()
-    chosen = args.only.split(",") if args.only else list(BENCHMARKS)
-    unknown = set(chosen) - set(BENCHMARKS)
-    if unknown:
-        print(f"unknown benchmark(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+    chosen = choose(args.only)
+    if chosen is None:
         return 2
     sides = {"before": args.before.resolve(), "after": args.after.resolve()}
     # figure key -> side -> best median; plus the unit of each figure
