@@ -102,6 +102,10 @@ def _devnull() -> int:
     return _devnull_fd
 
 
+# The PATH of a profiler the worker runs itself (never the task's).
+_PROFILER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
 class PreparationError(Exception):
     """The BUILDING phase failed; the message is one sentence for the task log and the attempt's error."""
 
@@ -537,14 +541,18 @@ class SubprocessRuntime:
             env["IRIS_WORKER_BIN"] = os.path.dirname(sys.executable)
             runtime = attempt.runtime
         if runtime is not None and profiler:
+            # The worker's own profiler, as the worker (root: the task is in a container): nothing
+            # of the task's may steer it. Its environment (PATH=., LD_PRELOAD, TMPDIR) and its work
+            # dir (which it writes) stay out: a fixed PATH, only the two variables the script reads.
             pid = container_task_pid(getattr(runtime, "container_pid", lambda _uid: 0)(attempt_uid))
+            clean = {"PATH": _PROFILER_PATH, "IRIS_WORKER_BIN": env["IRIS_WORKER_BIN"]}
             if pid > 0:
-                env["IRIS_TASK_PID"] = str(pid)
-            else:
-                env.pop("IRIS_TASK_PID", None)
-            return run_beside(argv, cwd=cwd, env=env, timeout_s=timeout_s)
+                clean["IRIS_TASK_PID"] = str(pid)
+            return run_beside(argv, cwd="/", env=clean, timeout_s=timeout_s)
         if runtime is not None:
-            return run_beside(runtime.exec_argv(attempt_uid, argv), cwd=cwd, env=env, timeout_s=timeout_s)
+            return run_beside(
+                runtime.exec_argv(attempt_uid, argv), cwd=cwd, env=runtime.exec_env(env), timeout_s=timeout_s
+            )
         if self._isolation is not None and lease is not None:
             argv = self._isolation.wrap(argv, lease.uid)  # as the task's own uid, never as root
         return run_beside(argv, cwd=cwd, env=env, timeout_s=timeout_s)
