@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env
+from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env, coordinator_port_in_use
 from iris.cluster.runtime.attempt_log import (
     DEFAULT_MAX_LOG_BYTES,
     AttemptLogWriter,
@@ -762,6 +762,9 @@ class SubprocessRuntime:
         spec = attempt.spec
         assert spec is not None and attempt.work_dir is not None and attempt.payload is not None
         work_dir = attempt.work_dir
+        busy = coordinator_port_in_use(spec)
+        if busy is not None:
+            raise PreparationError(busy)
         argv = self._argv(spec, attempt.payload, preparation.python if preparation else None)
         ports: dict[str, int] = {}
         if spec.ports:
@@ -904,6 +907,8 @@ class SubprocessRuntime:
             self._changed.notify_all()
 
     def _fail_start(self, attempt: _Attempt, exc: Exception, error: str | None = None) -> None:
+        if error is None and isinstance(exc, PreparationError):
+            error = str(exc)  # one sentence already
         if error is not None:
             code: int | None = None
         elif isinstance(exc, FileNotFoundError | NotADirectoryError):
