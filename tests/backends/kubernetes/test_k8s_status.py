@@ -254,6 +254,22 @@ def test_an_init_container_the_image_cannot_start_fails_the_task_not_the_node() 
     )
 
 
+def test_an_init_container_that_failed_says_why_in_the_attempt() -> None:
+    """A bundle fetch that could not reach the controller: the attempt's error is its last line,
+    not only "the pod failed before its container started"."""
+    pod = make_pod(phase="Failed", container_state=waiting("PodInitializing"))
+    message = "could not fetch bundle ab12 from http://10.65.0.1:1/: <urlopen error [Errno 101] Network is unreachable>\n"
+    pod["status"]["initContainerStatuses"] = [
+        {
+            "name": "fetch-bundle",
+            "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}},
+        }
+    ]
+    obs = observe(pod)
+    assert obs.state is TaskState.WORKER_FAILED
+    assert obs.error == f"init container fetch-bundle exited with code 1: {message.strip()}"
+
+
 def test_exit_codes_and_times_are_reported() -> None:
     obs = observe(make_pod(phase="Failed", container_state=terminated(3, start=T0 + 1, end=T0 + 4)))
     assert (obs.exit_code, obs.started_at, obs.finished_at) == (3, T0 + 1, T0 + 4)
