@@ -288,6 +288,14 @@ def test_an_environment_build_that_failed_is_an_environment_failure_of_the_task(
     ]
     obs = observe(pod)
     assert obs.state is TaskState.FAILED and obs.error == summary and obs.runtime_released
+    # While it builds, the task is BUILDING and says so.
+    building = make_pod(phase="Pending", node="n0", container_state=waiting("PodInitializing"))
+    building["status"]["initContainerStatuses"] = [
+        {"name": "build-env", "state": {"running": {"startedAt": iso(T0)}}},
+    ]
+    obs = observe(building)
+    assert obs.state is TaskState.BUILDING and obs.message is not None
+    assert obs.message == "building the job's environment on node n0", obs.message
     # Killed without a word (OOM): still the environment's failure, said plainly.
     pod["status"]["initContainerStatuses"][1]["state"]["terminated"] = {
         "exitCode": 137,

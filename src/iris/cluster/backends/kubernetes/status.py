@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from iris.cluster.backends.kubernetes.environment import environment_failure
+from iris.cluster.backends.kubernetes.environment import environment_building, environment_failure
 from iris.cluster.backends.kubernetes.naming import TASK_CONTAINER
 from iris.rpc.enums import TaskState
 
@@ -326,6 +326,8 @@ def _pending(
         return PodObservation(TaskState.BUILDING, message=message)
     node = spec.get("nodeName")
     where = f" on node {node}" if node else ""
+    if environment_building(status):
+        return PodObservation(TaskState.BUILDING, message=f"building the job's environment{where}")
     if reason:
         return PodObservation(TaskState.BUILDING, message=f"starting{where}: {_join(reason, detail)}")
     return PodObservation(TaskState.BUILDING, message=f"starting{where}")
