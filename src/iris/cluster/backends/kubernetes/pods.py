@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import base64
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 from iris.cluster.backends.kubernetes.accelerators import accelerator_placement
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
+from iris.cluster.backends.kubernetes.environment import (
+    ENV_STATE_DIR,
+    ENV_STATE_VAR,
+    environment_command,
+    environment_init_container,
+    environment_volumes,
+    needs_environment,
+    task_environment_mounts,
+)
 from iris.cluster.backends.kubernetes.gang import (
     GANG_DIR,
     GANG_VOLUME,
@@ -40,6 +48,13 @@ from iris.cluster.backends.kubernetes.naming import (
     pod_name,
 )
 from iris.cluster.runtime.attempt_env import task_contract_env
+from iris.cluster.runtime.container import (
+    RUNNER_DEPS_DIR,
+    RUNNER_DEPS_ENV,
+    RUNNER_DIR,
+    runner_packages,
+    worker_site_packages,
+)
 from iris.cluster.worker import safe_unpack as safe_unpack_module
 from iris.rpc.enums import ConstraintOp
 from iris.rpc.models import Constraint, RunSpec
@@ -204,9 +219,19 @@ def build_pod(
     gang = is_gang(spec)
     command = container_command(spec)
     env = task_env(spec, controller_url)
+    volumes: list[dict[str, Any]] = []
+    inits: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    host_runner = spec.entrypoint.kind == "callable" and config.host_runner
+    if host_runner:
+        env = {**env, **host_runner_env(env)}
     if gang:  # ranks now, the coordinator's address from the rendezvous init container (gang.py)
         command = gang_command(command)
         env = {**gang_static_env(spec), **env}
+    with_environment = needs_environment(spec)
+    if with_environment:  # built (or found) on the node by an init container (environment.py)
+        command = environment_command(spec, command)
+        env = {**env, ENV_STATE_VAR: ENV_STATE_DIR}
     container: dict[str, Any] = {
         "name": TASK_CONTAINER,
         "image": spec.image or config.default_image,
@@ -217,14 +242,31 @@ def build_pod(
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
-    volumes: list[dict[str, Any]] = []
-    inits: list[dict[str, Any]] = []
-    mounts: list[dict[str, Any]] = []
     if spec.bundle_id:
         mounts.append({"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR})
         container["workingDir"] = WORKSPACE_DIR
         volumes.append({"name": WORKSPACE_VOLUME, "emptyDir": {}})
         inits.append(bundle_init_container(spec, config, controller_url, bundle_token, secret_name))
+    if with_environment:
+        workspace_mount = mounts[0] if spec.bundle_id else None
+        resources = {
+            section: {k: v for k, v in values.items() if k in ("cpu", "memory", "ephemeral-storage")}
+            for section, values in container["resources"].items()
+        }
+        inits.append(
+            environment_init_container(
+                spec,
+                config,
+                image=container["image"],
+                workdir=WORKSPACE_DIR if spec.bundle_id else None,
+                workspace_mount=workspace_mount,
+                resources={k: v for k, v in resources.items() if v},
+                security_context=dict(CONTAINER_SECURITY_CONTEXT),
+                pull_policy=container.get("imagePullPolicy"),
+            )
+        )
+        mounts += task_environment_mounts()
+        volumes += environment_volumes(config)
     if gang:
         mounts.append({"name": GANG_VOLUME, "mountPath": GANG_DIR})
         volumes.append({"name": GANG_VOLUME, "emptyDir": {}})
@@ -232,9 +274,12 @@ def build_pod(
         rendezvous["env"] += token_entries(spec, secret_name, TOKEN_ENV)
         rendezvous["securityContext"] = dict(CONTAINER_SECURITY_CONTEXT)
         inits.append(rendezvous)
+    if host_runner:
+        host_runner_volumes(volumes, mounts)
     if mounts:
         container["volumeMounts"] = mounts
         pod_spec["volumes"] = volumes
+    if inits:
         pod_spec["initContainers"] = inits
     pod_spec["containers"] = [container]
     return {
@@ -248,6 +293,29 @@ def build_pod(
         },
         "spec": pod_spec,
     }
+
+
+def host_runner_env(env: dict[str, str]) -> dict[str, str]:
+    """``host_runner``: the runner's packages first on the path, the site-packages last."""
+    before = env.get("PYTHONPATH")
+    fallback = [f"{RUNNER_DEPS_DIR}/{n}" for n in range(len(worker_site_packages()))]
+    return {
+        "PYTHONPATH": f"{RUNNER_DIR}:{before}" if before else RUNNER_DIR,
+        RUNNER_DEPS_ENV: ":".join(fallback),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def host_runner_volumes(volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> None:
+    """``host_runner``: the controller's ``iris`` and ``cloudpickle`` and its site-packages as
+    read-only hostPath volumes (the node is the controller's machine), where the container runtime
+    of the worker backend mounts them."""
+    places = [(f"{RUNNER_DIR}/{name}", path) for name, path in runner_packages().items()]
+    places += [(f"{RUNNER_DEPS_DIR}/{n}", path) for n, path in enumerate(worker_site_packages())]
+    for number, (inside, path) in enumerate(places):
+        name = f"iris-runner-{number}"
+        volumes.append({"name": name, "hostPath": {"path": path, "type": "Directory"}})
+        mounts.append({"name": name, "mountPath": inside, "readOnly": True})
 
 
 def bundle_init_container(
@@ -384,12 +452,7 @@ def container_command(spec: RunSpec) -> list[str]:
         argv = ["python3", "-c", CALLABLE_BOOTSTRAP]
     else:
         argv = list(entrypoint.argv)
-    packages = spec.environment.pip_packages if spec.environment is not None else []
-    if packages:
-        # Install the job's packages in the container first, then replace the shell by the task.
-        script = f'python -m pip install --quiet --disable-pip-version-check {shlex.join(packages)} >&2 && exec "$@"'
-        argv = ["sh", "-c", script, "iris-setup", *argv]
-    return argv
+    return argv  # the job's --pip packages and project environment: see environment.py
 
 
 def container_resources(spec: RunSpec, config: KubernetesBackendConfig) -> dict[str, dict[str, str]]:

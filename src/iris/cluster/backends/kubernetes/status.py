@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from iris.cluster.backends.kubernetes.environment import environment_building, environment_failure
 from iris.cluster.backends.kubernetes.naming import TASK_CONTAINER
 from iris.rpc.enums import TaskState
 
@@ -199,6 +200,18 @@ def _unstartable_init_container(status: dict[str, Any]) -> str | None:
     return None
 
 
+def _failed_init_container(status: dict[str, Any]) -> str | None:
+    for init in status.get("initContainerStatuses") or []:
+        terminated = (init.get("state") or {}).get("terminated") or {}
+        code = terminated.get("exitCode")
+        if code not in (None, 0):
+            lines = (terminated.get("message") or "").strip().splitlines()
+            return _join(
+                f"init container {init.get('name')} exited with code {code}", lines[-1] if lines else ""
+            )
+    return None
+
+
 def _failed(
     phase: str,
     status: dict[str, Any],
@@ -219,6 +232,15 @@ def _failed(
             finished_at=finished_at,
             runtime_released=phase == "Failed",
         )
+    environment = environment_failure(status)
+    if environment:  # uv could not build the job's environment: the job's lock or packages, not the node
+        return PodObservation(
+            TaskState.FAILED,
+            error=environment,
+            message=environment,
+            finished_at=finished_at,
+            runtime_released=True,
+        )
     terminated = ((container or {}).get("state") or {}).get("terminated")
     unstartable = _unstartable_init_container(status)
     if not terminated and unstartable:
@@ -232,8 +254,11 @@ def _failed(
             runtime_released=True,
         )
     if not terminated:
-        # Failed before the task container ever ran: the node rejected the pod.
-        why = _join(reason or "the pod failed before its container started", detail)
+        # Failed before the task container ever ran: the node rejected the pod, or an init
+        # container (a bundle fetch, a gang rendezvous) failed; its last line says why.
+        why = _join(
+            reason or _failed_init_container(status) or "the pod failed before its container started", detail
+        )
         return PodObservation(
             TaskState.WORKER_FAILED, error=why, message=why, finished_at=finished_at, runtime_released=True
         )
@@ -301,6 +326,8 @@ def _pending(
         return PodObservation(TaskState.BUILDING, message=message)
     node = spec.get("nodeName")
     where = f" on node {node}" if node else ""
+    if environment_building(status):
+        return PodObservation(TaskState.BUILDING, message=f"building the job's environment{where}")
     if reason:
         return PodObservation(TaskState.BUILDING, message=f"starting{where}: {_join(reason, detail)}")
     return PodObservation(TaskState.BUILDING, message=f"starting{where}")
