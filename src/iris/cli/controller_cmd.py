@@ -50,6 +50,12 @@ def controller() -> None:
 )
 @click.option("--image", help="Kubernetes backend: container image for task pods.")
 @click.option(
+    "--environment-dir",
+    help="Kubernetes backend: directory on each node where the environments of --pip and uv project "
+    "jobs are built once and reused (default /var/cache/iris/envs; the config's "
+    "kubernetes.environment_dir wins).",
+)
+@click.option(
     "--config",
     "config_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -77,6 +83,7 @@ def controller_start(
     worker_grace: float,
     advertise_url: str | None,
     image: str | None,
+    environment_dir: str | None,
     config_path: Path | None,
     log_format: str | None,
     log_file: Path | None,
@@ -96,6 +103,7 @@ def controller_start(
         worker_grace=worker_grace,
         advertise_url=advertise_url,
         image=image,
+        environment_dir=environment_dir,
         config=config_path,
         log_format=log_format,
         log_file=log_file,

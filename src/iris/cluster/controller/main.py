@@ -111,6 +111,7 @@ def build_controller(
     tick_interval_s: float = 1.0,
     worker_grace_s: float = 10.0,
     config: ClusterConfig | None = None,
+    environment_dir: str | None = None,
 ) -> Controller:
     """The controller a command line (and optionally a cluster config file) describes."""
     # 0700, every file 0600: the database holds every user's environment and the token secret.
@@ -125,6 +126,7 @@ def build_controller(
         tick_interval_s=tick_interval_s,
         worker_grace_s=worker_grace_s,
         config=config,
+        environment_dir=environment_dir,
     )
     if config is not None:
         controller.logs.max_age_s = config.logs.max_age_hours * 3600
@@ -151,6 +153,7 @@ def _build_controller(
     tick_interval_s: float,
     worker_grace_s: float,
     config: ClusterConfig | None,
+    environment_dir: str | None = None,
 ) -> Controller:
     db = open_db(state_dir)
     configured = config.auth.tokens if config is not None else []
@@ -192,6 +195,8 @@ def _build_controller(
         settings["default_image"] = image
     elif config is not None and config.defaults.task_image and "default_image" not in settings:
         settings["default_image"] = config.defaults.task_image
+    if environment_dir:  # a default: the config's kubernetes.environment_dir wins
+        settings.setdefault("environment_dir", environment_dir)
     if not settings.get("kubeconfig"):
         settings["in_cluster"] = True
     k8s_config = KubernetesBackendConfig(**settings)
@@ -285,6 +290,7 @@ class ControllerOptions:
     terminate_slices_on_exit: bool = False
     advertise_url: str | None = None
     image: str | None = None
+    environment_dir: str | None = None
     config: Path | None = None
     log_format: str | None = None
     log_file: Path | None = None
@@ -333,6 +339,7 @@ def run(options: ControllerOptions) -> None:
         worker_grace_s=grace,
         config=config,
         image=options.image,
+        environment_dir=options.environment_dir,
     )
     try:
         serve(
@@ -373,6 +380,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--advertise-url", help="URL tasks and workers use to reach this controller")
     parser.add_argument("--image", help="kubernetes backend: container image for task pods")
+    parser.add_argument(
+        "--environment-dir",
+        help="kubernetes backend: directory on each node where job environments are built "
+        "(unless the config sets kubernetes.environment_dir)",
+    )
     parser.add_argument(
         "--config", type=Path, help="cluster config file (YAML); its scale groups enable the autoscaler"
     )
