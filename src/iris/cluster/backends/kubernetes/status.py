@@ -200,6 +200,18 @@ def _unstartable_init_container(status: dict[str, Any]) -> str | None:
     return None
 
 
+def _failed_init_container(status: dict[str, Any]) -> str | None:
+    for init in status.get("initContainerStatuses") or []:
+        terminated = (init.get("state") or {}).get("terminated") or {}
+        code = terminated.get("exitCode")
+        if code not in (None, 0):
+            lines = (terminated.get("message") or "").strip().splitlines()
+            return _join(
+                f"init container {init.get('name')} exited with code {code}", lines[-1] if lines else ""
+            )
+    return None
+
+
 def _failed(
     phase: str,
     status: dict[str, Any],
@@ -242,8 +254,11 @@ def _failed(
             runtime_released=True,
         )
     if not terminated:
-        # Failed before the task container ever ran: the node rejected the pod.
-        why = _join(reason or "the pod failed before its container started", detail)
+        # Failed before the task container ever ran: the node rejected the pod, or an init
+        # container (a bundle fetch, a gang rendezvous) failed; its last line says why.
+        why = _join(
+            reason or _failed_init_container(status) or "the pod failed before its container started", detail
+        )
         return PodObservation(
             TaskState.WORKER_FAILED, error=why, message=why, finished_at=finished_at, runtime_released=True
         )
