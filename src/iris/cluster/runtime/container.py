@@ -11,8 +11,10 @@ and SIGTERM to it reaches the task (``--sig-proxy`` and ``--init``). The contain
   isolation;
 - the attempt's work dir (its workspace bundle) bind-mounted at the same path and used as the
   working dir, exactly where a process attempt runs;
-- labels ``iris.managed``, ``iris.attempt``, ``iris.job``, ``iris.task``, ``iris.worker``: a restarted
-  worker (or its watchdog) finds and removes what a previous run left.
+- labels ``iris.managed``, ``iris.attempt``, ``iris.job``, ``iris.task``, ``iris.worker`` (and
+  ``iris.timeout-s``, ``iris.secret-env`` when set): a restarted worker adopts the running
+  containers a previous run left (``adopt``, ``follow``, ``await_exit``: ``docker logs --follow`` and
+  ``docker wait``), and removes the rest; the watchdog removes them when fencing.
 
 Images: ``image inspect``, then ``pull`` under a per-image lock (at most ``PULL_ATTEMPTS`` pulls, the
 CLI's progress lines in the attempt log); a failure is one sentence starting with ``image <name>``
