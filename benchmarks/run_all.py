@@ -49,6 +49,16 @@ def table(figures: list[dict[str, object]]) -> str:
     return "\n".join(rows)
 
 
+def choose(only: str | None) -> list[str] | None:
+    """The benchmarks ``--only`` names (all when None); None, after saying why, if one is unknown."""
+    chosen = only.split(",") if only else list(BENCHMARKS)
+    unknown = set(chosen) - set(BENCHMARKS)
+    if unknown:
+        print(f"unknown benchmark(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+        return None
+    return chosen
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -58,10 +68,8 @@ def main() -> int:
     parser.add_argument("--ray-python", help="passed to vs_ray.py")
     parser.add_argument("--plots-dir", help="passed to sweeps.py (default benchmarks/plots/)")
     args = parser.parse_args()
-    chosen = args.only.split(",") if args.only else list(BENCHMARKS)
-    unknown = set(chosen) - set(BENCHMARKS)
-    if unknown:
-        print(f"unknown benchmark(s): {', '.join(sorted(unknown))}", file=sys.stderr)
+    chosen = choose(args.only)
+    if chosen is None:
         return 2
     failed = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 from tests.cli.helpers import run_iris
-from tests.environments.test_project_environment import skip_if_index_unreachable, write_project
+from tests.environments.test_project_environment import (
+    IMPORT_OWN,
+    skip_if_index_unreachable,
+    write_project,
+    write_src_project,
+)
 
 from iris.client import IrisClient
 from iris.client.local_cluster import LocalCluster
@@ -61,3 +66,16 @@ def test_project_environment_is_built_in_the_image_and_reused(cluster: LocalClus
         "sh", "-c", 'touch "$VIRTUAL_ENV/x" 2>&1; echo "rc=$?"',
     )  # fmt: skip
     assert "Read-only file system" in result.stdout and "rc=1" in result.stdout, result.stdout
+
+
+def test_a_src_layout_project_imports_its_own_package_in_the_image(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    project = write_src_project(tmp_path / "srcproject")
+    result = run_iris(
+        cluster, project, "job", "run", "--image", PYTHON_IMAGE, "--", "python3", "-c", IMPORT_OWN
+    )
+    if result.returncode != 0:
+        skip_if_index_unreachable(result.stdout + result.stderr)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "own package: True" in result.stdout

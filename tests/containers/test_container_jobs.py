@@ -244,6 +244,48 @@ def test_profile_reaches_the_python_in_the_container(
     wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
 
 
+# A container task plants an ``sh`` in its work dir (the host's, bind-mounted) and asked, at submit,
+# for a PATH that looks there first (and a daemon of its choosing): the engine CLI and the profiler
+# the worker runs for it, as root, must not take either from the task.
+PLANT_SH = """
+import os, time
+with open("sh", "w") as f:
+    f.write("#!/bin/sh\\nid -u > planted-sh-ran\\nexec /bin/sh \\"$@\\"\\n")
+os.chmod("sh", 0o755)
+print("planted", os.getcwd(), flush=True)
+time.sleep(600)
+"""
+
+
+def test_profiling_a_container_task_runs_nothing_of_the_tasks_environment(
+    cluster: LocalCluster, client: IrisClient, workdir: Path
+) -> None:
+    result = run_iris(
+        cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", PYTHON_IMAGE,
+        "--env", "PATH=.:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "--env", "DOCKER_HOST=unix:///nonexistent/docker.sock",
+        "--", "python3", "-c", PLANT_SH,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = client.job(json.loads(result.stdout)["job_id"])
+    try:
+        wait_until(lambda: "planted" in "\n".join(job.logs()), timeout=90, what="the planted sh")
+        work_dir = Path(next(line for line in job.logs() if "planted" in line).split()[-1])
+        threads = run_iris(cluster, workdir, "job", "profile", job.job_id, "--kind", "threads")
+        assert threads.returncode == 0, threads.stderr
+        assert not (work_dir / "planted-sh-ran").exists()
+        seen = run_iris(cluster, workdir, "job", "exec", job.job_id, "--", "printenv", "DOCKER_HOST", "PATH")
+        assert seen.returncode == 0, seen.stderr
+        assert seen.stdout.split() == [
+            "unix:///nonexistent/docker.sock",
+            ".:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ]
+        assert not (work_dir / "planted-sh-ran").exists()
+    finally:
+        job.kill()
+    wait_until(lambda: _managed_containers(client) == [], timeout=60, what="no container left")
+
+
 def test_usage_samples_the_container_processes(
     cluster: LocalCluster, client: IrisClient, workdir: Path
 ) -> None:

@@ -17,6 +17,7 @@ from iris.cluster.controller.task_state import AttemptSnapshot, TaskSnapshot
 from iris.cluster.controller.worker_health import HealthEvent
 from iris.cluster.types import DesiredGroup, GroupReport
 from iris.rpc.enums import StopReason, TaskState
+from iris.rpc.gang import gang_port, pick_gang_port
 from iris.rpc.models import (
     AttemptObservation,
     DesiredAttempt,
@@ -66,18 +67,27 @@ def test_desired_intent(
 
 def test_a_new_gang_member_gets_its_generation_size_and_coordinator() -> None:
     live = [_live("a1", S.ASSIGNED), _live("a2", S.ASSIGNED, job="/u/k")]
-    leaders = {("/u/j", 3): "http://10.0.0.7:8080"}
+    leaders = {("/u/j", 3): ("http://10.0.0.7:8080", 24321)}
     d1, d2 = desired_attempts(live, _run_spec, {"a1": (3, 4), "a2": (0, 2)}, leaders)
     assert d1.spec is not None and (d1.spec.gang_generation, d1.spec.gang_size) == (3, 4)
-    assert d1.spec.gang_coordinator == gang_coordinator("http://10.0.0.7:8080", "/u/j", 3)
-    assert d1.spec.gang_coordinator.startswith("10.0.0.7:")
+    assert d1.spec.gang_coordinator == gang_coordinator("http://10.0.0.7:8080", 24321) == "10.0.0.7:24321"
     # no leader address known yet: generation and size, no coordinator
     assert d2.spec is not None and d2.spec.gang_size == 2 and d2.spec.gang_coordinator is None
 
 
 def test_gang_ports_differ_per_generation_and_stay_below_the_ephemeral_range() -> None:
-    ports = {int(gang_coordinator("h:1", "/u/j", g).rsplit(":", 1)[1]) for g in range(20)}
+    ports = {gang_port("/u/j", g) for g in range(20)}
     assert len(ports) > 15 and all(20000 <= p < 30000 for p in ports)
+
+
+def test_a_gang_port_held_by_a_live_gang_is_never_picked_again() -> None:
+    first = gang_port("/u/j", 0)
+    assert pick_gang_port("/u/j", 0, set()) == first
+    assert pick_gang_port("/u/j", 0, {first}) == (first + 1 if first < 29999 else 20000)
+    # the search wraps around the range: only the last port of it is free
+    assert pick_gang_port("/u/j", 0, set(range(20000, 30000)) - {first - 1 if first > 20000 else 29999}) == (
+        first - 1 if first > 20000 else 29999
+    )
 
 
 def _group(wid: str, uids: list[str], renew: bool = True) -> DesiredGroup:

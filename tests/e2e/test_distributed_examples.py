@@ -1,6 +1,6 @@
-"""The distributed-training examples of docs/gpus-and-tpus.md, run as written (no Iris code in
-them) as a real two-task gang on the WORKER backend: JAX on the CPU. The torch example is not run:
-torch is not a dependency (see the doc)."""
+"""The JAX distributed-training example of docs/gpus-and-tpus.md, run as written (no Iris code in
+it) as a real two-task gang on the WORKER backend: JAX on the CPU. The torch example runs on both
+backends in tests/journeys/test_distributed_training.py."""
 
 from __future__ import annotations
 

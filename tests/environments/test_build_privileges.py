@@ -15,7 +15,7 @@ import pytest
 from pydantic import ValidationError
 
 from iris.cluster.runtime.isolation import Isolation
-from iris.cluster.worker.environments import READY_MARKER, EnvironmentBuilder, processes_of
+from iris.cluster.worker.environments import READY_MARKER, EnvironmentBuilder, ProjectFiles, processes_of
 from iris.rpc.models import EnvironmentSpec, is_local_requirement
 
 WORKER_TOKEN = "worker-token-a-build-must-not-see"
@@ -26,6 +26,12 @@ FAKE_UV = """#!/bin/sh
 if [ "$1" = venv ]; then
     for last; do :; done
     mkdir -p "$last/lib/python{version}/site-packages" "$last/bin"
+    exit 0
+fi
+if [ "$1" = sync ]; then  # the project environment: uv sync of the workspace's lock
+    echo "sync-uid=$(id -u)"
+    echo "sync-dir=$(stat -c %a:%u "$UV_PROJECT_ENVIRONMENT")"
+    env | sed 's/^/sync-env:/'
     exit 0
 fi
 env_dir=$(dirname "$(dirname "$5")")
@@ -98,3 +104,30 @@ def test_a_build_runs_as_a_task_uid_without_the_worker_token(
         assert not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH), path
     assert (built.path / READY_MARKER).exists()
     assert not list(envs.glob(".cache-*"))  # the build's private cache is gone
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid switching needs a root worker (CI runs as root)")
+def test_a_project_environment_is_synced_as_a_task_uid_without_the_worker_token(
+    scratch: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``uv sync`` of a workspace's lock runs its packages' build code too: the same rules."""
+    isolation = Isolation.detect(scratch, (310_050, 310_099))
+    if isolation is None:
+        pytest.skip("unshare/setpriv/mount missing: this root worker could not isolate attempts")
+    monkeypatch.setenv("IRIS_TOKEN", WORKER_TOKEN)
+    uv = scratch / "fake-uv"
+    uv.write_text(FAKE_UV.format(version=f"{sys.version_info.major}.{sys.version_info.minor}"))
+    uv.chmod(0o755)
+    builder = EnvironmentBuilder(scratch / "envs", uv=["/bin/sh", str(uv)], isolation=isolation)
+    log: list[str] = []
+    project = ProjectFiles(b"[project]\nname = 'p'\nversion = '1'\n", b"version = 1\n")
+    built = builder.ensure([], project=project, log=log.append)
+
+    said = [line.removeprefix("uv: ") for line in log if line.startswith("uv: ")]
+    uid = int(next(line for line in said if line.startswith("sync-uid=")).removeprefix("sync-uid="))
+    assert 310_050 <= uid <= 310_099
+    assert next(line for line in said if line.startswith("sync-dir=")) == f"sync-dir=700:{uid}"
+    environment = "\n".join(line for line in said if line.startswith("sync-env:"))
+    assert WORKER_TOKEN not in environment and "IRIS_" not in environment
+    assert processes_of(uid) == []
+    assert all(p.lstat().st_uid == 0 for p in [built.path, *built.path.rglob("*")])

@@ -194,3 +194,44 @@ def test_a_broken_lock_fails_as_environment_with_uvs_words(tmp_path: Path, clust
     assert result.returncode != 0
     assert "FAILED (ENVIRONMENT)" in result.stdout + result.stderr
     assert "Extra `nope` is not defined" in result.stdout + result.stderr
+
+
+# A src/ layout project with a build system (`uv lock` of it: the project is an editable source).
+SRC_PYPROJECT = """\
+[project]
+name = "demo"
+version = "0.1.0"
+requires-python = ">=3.10"
+dependencies = ["pyjokes"]
+
+[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+"""
+SRC_LOCK = UV_LOCK.replace('source = { virtual = "." }', 'source = { editable = "." }').replace(
+    'provides-extras = ["extra"]\n', ""
+)
+SRC_INIT = "import pyjokes\n\n\ndef joke_ok():\n    return bool(pyjokes.get_joke())\n"
+IMPORT_OWN = "import demo; print('own package:', demo.joke_ok())"
+
+
+def write_src_project(root: Path) -> Path:
+    """A project whose own package lives in src/demo (not importable from the workspace root)."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(SRC_PYPROJECT)
+    (root / "uv.lock").write_text(SRC_LOCK)
+    (root / "src" / "demo").mkdir(parents=True)
+    (root / "src" / "demo" / "__init__.py").write_text(SRC_INIT)
+    (root / "scripts").mkdir()
+    (root / "scripts" / "run.py").write_text(IMPORT_OWN + "\n")
+    return root
+
+
+def test_a_src_layout_project_imports_its_own_package(tmp_path: Path, cluster: LocalCluster) -> None:
+    project = write_src_project(tmp_path / "srcproject")
+    for command in (["python", "-c", IMPORT_OWN], ["python", "scripts/run.py"]):
+        result = iris_run(cluster, project, "--", *command)
+        if result.returncode != 0:
+            skip_if_index_unreachable(result.stdout + result.stderr)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "own package: True" in result.stdout

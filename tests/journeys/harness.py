@@ -339,3 +339,26 @@ def journey_cluster(
             kube.clear()
         if config_dir is not None:
             config_dir.cleanup()
+
+
+@contextmanager
+def kubernetes_cluster(control_plane: Any, root: Path, config_yaml: str) -> Iterator[tuple[IrisClient, Kube]]:
+    """A KUBERNETES cluster on the real control plane, configured by ``config_yaml`` (written under
+    ``root``, which also holds the state dir): a client and the namespace, cleared of Iris pods
+    before and after."""
+    config = root / "cluster.yaml"
+    config.write_text(config_yaml)
+    kube = Kube(Path(control_plane.admin_kubeconfig), control_plane.namespace)
+    kube.clear()
+    with LocalCluster(
+        workers=0,
+        state_dir=root / "state",
+        backend="kubernetes",
+        kubeconfig=control_plane.controller_kubeconfig,
+        namespace=control_plane.namespace,
+        local_queue=control_plane.local_queue,
+        controller_args=["--config", str(config)],
+    ) as cluster:
+        with IrisClient(cluster.url) as client:
+            yield client, kube
+    kube.clear()

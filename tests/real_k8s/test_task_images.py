@@ -6,13 +6,12 @@ with the job's pull policy, and an image that cannot be pulled (the node agent a
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from tests.conftest import wait_until
-from tests.journeys.harness import Kube
+from tests.journeys.harness import Kube, kubernetes_cluster
 
-from iris.client import Entrypoint, IrisClient, JobState, LocalCluster, ResourceSpec
+from iris.client import Entrypoint, IrisClient, JobState, ResourceSpec
 from iris.testing.control_plane import ControlPlane
 
 pytestmark = pytest.mark.real_k8s
@@ -24,26 +23,12 @@ SMALL = ResourceSpec(cpu=0.5, memory="64MB")
 def k8s(
     real_control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[IrisClient, Kube]]:
-    root = tmp_path_factory.mktemp("images")
-    config = root / "cluster.yaml"
-    config.write_text(
+    config = (
         "backend: {kind: kubernetes, backend_id: kubernetes, kubernetes: {image_pull_grace_s: 2}}\n"
         "defaults: {worker: {reconcile_interval_s: 0.5}}\n"
     )
-    kube = Kube(Path(real_control_plane.admin_kubeconfig), real_control_plane.namespace)
-    kube.clear()
-    with LocalCluster(
-        workers=0,
-        state_dir=root / "state",
-        backend="kubernetes",
-        kubeconfig=real_control_plane.controller_kubeconfig,
-        namespace=real_control_plane.namespace,
-        local_queue=real_control_plane.local_queue,
-        controller_args=["--config", str(config)],
-    ) as cluster:
-        with IrisClient(cluster.url) as client:
-            yield client, kube
-    kube.clear()
+    with kubernetes_cluster(real_control_plane, tmp_path_factory.mktemp("images"), config) as k8s:
+        yield k8s
 
 
 def _pod_of(kube: Kube, uid: str) -> dict | None:

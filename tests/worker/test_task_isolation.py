@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import site
 import subprocess
 import sys
@@ -285,3 +286,76 @@ def test_fencing_kills_every_process_of_the_attempts_uid(fencing_worker: WorkerP
     wait_until(lambda: len(processes_of(uid)) == 2, timeout=30, what="the task and its detached child")
     # No more reconciles (a partition): the worker fences itself, and finds the child by its uid.
     wait_until(lambda: processes_of(uid) == [], timeout=20, what="every process of the uid to be killed")
+
+
+ONE_UID = 299_000 + os.getpid() % 900  # a uid no other test's pool leases at the same time
+
+
+@pytest.fixture
+def one_uid_worker(
+    tmp_path: Path, controller: ControllerStub, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[WorkerProcess]:
+    """A root worker whose pool has one uid: every attempt gets the previous one's uid."""
+    found = python_for_task_uids()
+    if found is None:
+        pytest.skip("no Python that other uids can run with Iris on this machine")
+    python, paths = found
+    monkeypatch.setenv("PYTHONPATH", paths)
+    first = ONE_UID
+    proc = start_worker(
+        tmp_path,
+        controller.url,
+        "--task-uids",
+        f"{first}-{first}",
+        entry=[python, "-m", "iris.cluster.worker"],
+    )
+    yield proc
+    proc.stop()
+
+
+def test_the_next_holder_of_a_uid_finds_nothing_its_last_holder_left_in_shared_temp_dirs(
+    one_uid_worker: WorkerProcess,
+) -> None:
+    name = f"iris-leftover-{os.getpid()}"
+    try:
+        leftovers_are_gone(one_uid_worker, name)
+    finally:
+        for path in (f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}"):
+            Path(path).unlink(missing_ok=True)
+        shutil.rmtree(f"/tmp/{name}.d", ignore_errors=True)
+        for row in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]:
+            if int(row.split()[7]) == ONE_UID:
+                subprocess.run(["ipcrm", "-m", row.split()[1]], check=False)
+
+
+def leftovers_are_gone(one_uid_worker: WorkerProcess, name: str) -> None:
+    # Alice keeps private files where every program puts them: /tmp, /var/tmp, /dev/shm (mode
+    # 0600, so no other uid can read them), plus a directory of her own in /tmp.
+    places = [f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}", f"/tmp/{name}.d/inner"]
+    plant = f"id -u; umask 077; mkdir /tmp/{name}.d; ipcmk -M 4096 -p 0600 >/dev/null; " + "; ".join(
+        f"echo alice-secret > {p}" for p in places
+    )
+    one_uid_worker.reconcile([run(spec("a-1", "alice", "sh", "-c", plant))])
+    wait_until(
+        lambda: (
+            (o := one_uid_worker.observe([keep("a-1")], "a-1")).state is TaskState.SUCCEEDED
+            and o.runtime_released
+        ),
+        timeout=30,
+        what="alice's attempt ended and released",
+    )
+    alice = task_uid(one_uid_worker, "a-1")
+    # Bob's attempt gets the same uid (the pool has one): whatever alice left is gone.
+    look = "id -u; " + "; ".join(f"cat {p} 2>/dev/null" for p in places) + f"; ls -d /tmp/{name}.d 2>&1; true"
+    one_uid_worker.reconcile([run(spec("b-1", "bob", "sh", "-c", look))])
+    wait_until(
+        lambda: one_uid_worker.observe([keep("b-1")], "b-1").state is TaskState.SUCCEEDED,
+        timeout=30,
+        what="bob's attempt ended",
+    )
+    assert task_uid(one_uid_worker, "b-1") == alice
+    assert "alice-secret" not in stdout_of(one_uid_worker, "b-1")
+    assert not any(os.path.lexists(p) for p in [*places, f"/tmp/{name}.d"])
+    shared_memory = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]  # a System V segment too
+    assert not [row for row in shared_memory if int(row.split()[7]) == alice]
+    one_uid_worker.reconcile([])

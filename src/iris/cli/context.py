@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from iris.rpc.enums import TaskState
 from iris.rpc.http import HttpClient
 from iris.rpc.units import parse_bytes, parse_cpu_millicores
 
@@ -115,6 +116,15 @@ def check_task(detail: Any, index: int) -> Any:
         if task.task_index == index:
             return task
     raise no_such_task(detail.job_id, len(detail.tasks), index)
+
+
+def check_running_task(detail: Any, index: int, why: str) -> Any:
+    """The task of ``detail`` with ``index`` if it is running; else one sentence ending with ``why``
+    (what only a running task allows)."""
+    task = check_task(detail, index)
+    if task.state is not TaskState.RUNNING:
+        raise CliError(f"task {index} of {detail.job_id} is {task.state.value.lower()}, not running; {why}")
+    return task
 
 
 def no_such_task(job_id: str, count: int, index: int) -> click.BadParameter:

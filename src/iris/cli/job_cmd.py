@@ -19,9 +19,9 @@ from rich.console import Group
 from rich.text import Text
 
 from iris.cli.context import (
-    CliError,
     Ctx,
     check_quantities,
+    check_running_task,
     check_task,
     complete_job_id,
     job_id_of,
@@ -52,7 +52,7 @@ from iris.cli.params import CONSTRAINT, DEVICE, DURATION, GPU, SIZE_MB, TPU
 from iris.cli.progress import follow_job, stop_signals_interrupt
 from iris.cli.text import parse_since
 from iris.cli.validation import validation_sentence
-from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
+from iris.rpc.enums import TERMINAL_JOB_STATES, JobState
 from iris.rpc.errors import IrisError
 from iris.rpc.units import format_bytes
 
@@ -831,12 +831,7 @@ def job_exec(obj: Ctx, job_id: str, task_index: int, timeout: float, command: Se
     """Run COMMAND beside a running task (its working directory and environment, or its pod)."""
     with obj.client() as client:
         handle = client.job(job_id_of(job_id, client))
-        task = check_task(handle.detail(), task_index)
-        if task.state is not TaskState.RUNNING:
-            raise CliError(
-                f"task {task_index} of {handle.job_id} is {task.state.value.lower()}, not running; "
-                "exec runs beside a running task"
-            )
+        check_running_task(handle.detail(), task_index, "exec runs beside a running task")
         result = handle.exec(list(command), task_index=task_index, timeout=timeout)
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from iris.cli.context import CliError, Ctx, check_task, complete_job_id, job_id_of
+from iris.cli.context import CliError, Ctx, check_running_task, complete_job_id, job_id_of
 from iris.cli.job_options import parse_duration
 from iris.cluster.runtime.profiling import (
     MAX_PROFILE_S,
@@ -61,7 +61,6 @@ def job_profile(
     Kubernetes (the image's own py-spy); the job's owner or an admin, as for exec.
     """
     from iris.client.log_pages import task_path
-    from iris.rpc.enums import TaskState
     from iris.rpc.models import ExecRequest, ExecResponse, ProfileRequest
 
     try:
@@ -77,12 +76,7 @@ def job_profile(
     wait_s = exec_timeout(kind, seconds)  # type: ignore[arg-type]
     with obj.client() as client:
         handle = client.job(job_id_of(job_id, client))
-        task = check_task(handle.detail(), task_index)
-        if task.state is not TaskState.RUNNING:
-            raise CliError(
-                f"task {task_index} of {handle.job_id} is {task.state.value.lower()}, not running; "
-                "only a running task can be profiled"
-            )
+        check_running_task(handle.detail(), task_index, "only a running task can be profiled")
         profile = ProfileRequest(kind=kind, duration_s=seconds, format=fmt)  # type: ignore[arg-type]
         body = ExecRequest(argv=argv, timeout_s=wait_s, profile=profile)
         answer = client.http.request(

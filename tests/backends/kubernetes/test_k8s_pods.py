@@ -317,13 +317,76 @@ def test_env_contract() -> None:
     assert env["IRIS_ATTEMPT_NUMBER"] == "2"
 
 
-def test_pip_packages_are_installed_before_the_command() -> None:
-    command = build(run_spec(environment=EnvironmentSpec(pip_packages=["numpy==2.0", "a b"])))["spec"][
-        "containers"
-    ][0]["command"]
-    assert command[:2] == ["sh", "-c"]
-    assert "pip install" in command[2] and "numpy==2.0 'a b'" in command[2]
-    assert command[3:] == ["iris-setup", "python", "train.py", "--lr", "0.1"]
+def test_an_environment_is_built_by_an_init_container_and_mounted_read_only() -> None:
+    config = KubernetesBackendConfig(
+        environment_dir="/var/cache/iris/envs", environment_uv="/usr/local/bin/uv"
+    )
+    spec = run_spec(
+        environment=EnvironmentSpec(pip_packages=["numpy==2.0", "a b"], project=True, extras=["gpu"]),
+        bundle_id="ab" * 32,
+        image="ghcr.io/me/train:1",
+        resources=ResourceSpec(cpu=2, memory="2GB", device=DeviceSpec(type="gpu", count=1)),
+    )
+    pod = build(spec, config)
+    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    inits = pod["spec"]["initContainers"]
+    assert [i["name"] for i in inits] == ["fetch-bundle", "build-env"]  # the lock comes with the bundle
+    init = inits[1]
+    [task] = pod["spec"]["containers"]
+    assert init["image"] == task["image"] == "ghcr.io/me/train:1"  # built with the task image's python3
+    assert init["command"][:2] == ["python3", "-c"]
+    env = {e["name"]: e.get("value") for e in init["env"]}
+    assert json.loads(env["IRIS_ENV_REQUIREMENTS"]) == ["a b", "numpy==2.0"]
+    assert json.loads(env["IRIS_ENV_EXTRAS"]) == ["gpu"] and env["IRIS_ENV_PROJECT"] == "1"
+    assert env["IRIS_WORKDIR"] == "/workspace" and env["IRIS_ENV_UV"] == "/opt/iris-uv/uv"
+    assert not any(name.startswith("IRIS_TOKEN") for name in env)  # the build never sees a credential
+    assert "nvidia.com/gpu" not in json.dumps(init["resources"])  # the task's cpu and memory, not its GPU
+    assert init["resources"]["limits"] == {"memory": "2000000000"}
+    assert init["securityContext"]["allowPrivilegeEscalation"] is False
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["iris-envs"]["hostPath"] == {"path": "/var/cache/iris/envs", "type": "DirectoryOrCreate"}
+    assert volumes["iris-uv"]["hostPath"] == {"path": "/usr/local/bin/uv", "type": "File"}
+    init_mounts = {m["mountPath"]: m for m in init["volumeMounts"]}
+    assert not init_mounts["/iris-envs"].get("readOnly") and init_mounts["/workspace"]["readOnly"]
+    task_mounts = {m["mountPath"]: m for m in task["volumeMounts"]}
+    assert task_mounts["/iris-envs"]["readOnly"] and task_mounts["/iris-env"]["readOnly"]
+    assert not task_mounts["/workspace"].get("readOnly")
+    # The task enters the environment the init container named, then becomes the command.
+    assert task["command"][:2] == ["sh", "-c"] and "IRIS_PROJECT_PATH" in task["command"][2]
+    assert task["command"][3:] == ["iris-env", "python", "train.py", "--lr", "0.1"]
+    assert env_of(pod)["IRIS_ENV_STATE"] == "/iris-env"
+    # No pip in the image is needed: nothing runs `pip install` in the task container any more.
+    assert "pip install" not in json.dumps(task)
+
+
+def test_a_job_without_packages_or_project_gets_no_environment_init_container() -> None:
+    pod = build(run_spec(environment=EnvironmentSpec(env_vars={"A": "1"})))
+    assert "initContainers" not in pod["spec"]
+    assert pod["spec"]["containers"][0]["command"] == ["python", "train.py", "--lr", "0.1"]
+
+
+def test_the_environment_wrapper_enters_the_environment(tmp_path: Any) -> None:
+    """The task command's wrapper, run by a real sh: the build's log, then the task on its PATH."""
+    state = tmp_path / "state"
+    (state).mkdir()
+    env_dir = tmp_path / "envs" / "abc"
+    (env_dir / "bin").mkdir(parents=True)
+    (env_dir / "bin" / "hello").write_text("#!/bin/sh\necho hello from $VIRTUAL_ENV\n")
+    (env_dir / "bin" / "hello").chmod(0o755)
+    (state / "path").write_text(str(env_dir))
+    (state / "log").write_text("reusing environment abc on node-0\n")
+    pod = build(
+        run_spec(entrypoint=Entrypoint.from_command("hello"), environment=EnvironmentSpec(pip_packages=["x"]))
+    )
+    command = [arg.replace("$$", "$") for arg in pod["spec"]["containers"][0]["command"]]
+    out = subprocess.run(
+        command,
+        env={"PATH": os.defpath, "IRIS_ENV_STATE": str(state)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert out.splitlines() == ["reusing environment abc on node-0", f"hello from {env_dir}"]
 
 
 def _double(x: int) -> None:

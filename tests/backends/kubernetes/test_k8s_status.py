@@ -254,6 +254,32 @@ def test_an_init_container_the_image_cannot_start_fails_the_task_not_the_node() 
     )
 
 
+def test_an_environment_build_that_failed_is_an_environment_failure_of_the_task() -> None:
+    """As the real kubelet reports the build-env init container that exited 1 (its log's tail as
+    the message, FallbackToLogsOnError): the task failed, kind environment, with uv's words."""
+    pod = make_pod(phase="Failed", container_state=waiting("PodInitializing"))
+    summary = (
+        "environment: uv sync --frozen (uv.lock ee56b39acce6) failed (uv exited with code 2): "
+        "error: Failed to parse `uv.lock`"
+    )
+    message = f"building environment 1234 on n0: uv sync --frozen\nuv: error: Failed to parse `uv.lock`\n{summary}\n"
+    pod["status"]["initContainerStatuses"] = [
+        {"name": "fetch-bundle", "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}},
+        {
+            "name": "build-env",
+            "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}},
+        },
+    ]
+    obs = observe(pod)
+    assert obs.state is TaskState.FAILED and obs.error == summary and obs.runtime_released
+    # Killed without a word (OOM): still the environment's failure, said plainly.
+    pod["status"]["initContainerStatuses"][1]["state"]["terminated"] = {
+        "exitCode": 137,
+        "reason": "OOMKilled",
+    }
+    assert observe(pod).error == "environment: building the environment ran out of memory (OOMKilled)"
+
+
 def test_exit_codes_and_times_are_reported() -> None:
     obs = observe(make_pod(phase="Failed", container_state=terminated(3, start=T0 + 1, end=T0 + 4)))
     assert (obs.exit_code, obs.started_at, obs.finished_at) == (3, T0 + 1, T0 + 4)

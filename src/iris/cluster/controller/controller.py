@@ -313,7 +313,7 @@ class Controller:
         """The desired set of these live attempts (reconcile_kernel.desired_attempts), with the
         gang facts of the new ones read from the store."""
         gangs: dict[str, tuple[int, int]] = {}
-        leaders: dict[tuple[str, int], str] = {}
+        leaders: dict[tuple[str, int], tuple[str, int]] = {}
         new_uids = new_attempts(live)
         if new_uids:
             with self.db.read() as cur:

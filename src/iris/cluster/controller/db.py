@@ -264,6 +264,11 @@ MIGRATIONS: list[str] = [
         updated_at REAL NOT NULL
     ) WITHOUT ROWID;
     """,
+    # 13: a gang's coordinator port, chosen when the gang is assigned (guarded_commit.py): stored
+    # with each member's attempt, so every member is told the same one and no two live gangs share it
+    """
+    ALTER TABLE attempts ADD COLUMN gang_port INTEGER;
+    """,
 ]
 
 

@@ -18,27 +18,27 @@ from iris.cluster.controller.snapshots import LiveAttempt, ObservationSnapshot
 from iris.cluster.controller.worker_health import HealthEvent
 from iris.cluster.types import DesiredGroup, GroupReport
 from iris.rpc.enums import TERMINAL_TASK_STATES, StopReason, TaskState
-from iris.rpc.gang import gang_port
 from iris.rpc.models import AttemptObservation, DesiredAttempt, RegisterRequest, RunSpec
 
 
-def gang_coordinator(leader_address: str, job_id: str, generation: int) -> str:
-    """``host:port`` of a gang's coordinator: task 0's worker host, a port derived from the gang."""
+def gang_coordinator(leader_address: str, port: int) -> str:
+    """``host:port`` of a gang's coordinator: task 0's worker host, the gang's port."""
     address = leader_address.split("://", 1)[-1].split("/", 1)[0]
     host = address.rpartition(":")[0] or address
-    return f"{host}:{gang_port(job_id, generation)}"
+    return f"{host}:{port}"
 
 
 def desired_attempts(
     live: Sequence[LiveAttempt],
     run_spec: Callable[[LiveAttempt], RunSpec],
     gangs: Mapping[str, tuple[int, int]],
-    leaders: Mapping[tuple[str, int], str],
+    leaders: Mapping[tuple[str, int], tuple[str, int]],
 ) -> list[DesiredAttempt]:
     """One desired attempt per live one: stop what was stopped or ended (with its reason), run a
     new ASSIGNED one with its spec (``run_spec``; a gang member's with its generation, size and
     coordinator), keep the rest running. ``gangs``: attempt uid -> (gang generation, size);
-    ``leaders``: (job id, generation) -> the address of the worker running its task 0."""
+    ``leaders``: (job id, generation) -> the address of the worker running its task 0 and the
+    gang's coordinator port."""
     desired: list[DesiredAttempt] = []
     for a in live:
         if a.stop_reason is not None or a.state in TERMINAL_TASK_STATES:
@@ -56,7 +56,7 @@ def desired_attempts(
                 update: dict[str, Any] = {"gang_generation": generation, "gang_size": size}
                 leader = leaders.get((a.job_id, generation))
                 if leader is not None:
-                    update["gang_coordinator"] = gang_coordinator(leader, a.job_id, generation)
+                    update["gang_coordinator"] = gang_coordinator(*leader)
                 spec = spec.model_copy(update=update)
             desired.append(DesiredAttempt(attempt_uid=a.attempt_uid, intent="run", spec=spec))
         else:

@@ -71,6 +71,25 @@ def distributed_env(spec: RunSpec) -> dict[str, str]:
     }
 
 
+def coordinator_port_in_use(spec: RunSpec) -> str | None:
+    """For task 0 of a gang on a worker: why the gang's coordinator port (chosen by the controller,
+    never shared by two live gangs) cannot be listened on here, or None when it is free. Another
+    program holding it fails the attempt at once with that reason; the gang's retry gets another."""
+    if spec.task_index != 0 or spec.gang_coordinator is None:
+        return None
+    port = int(spec.gang_coordinator.rpartition(":")[2])
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a coordinator binds it
+        try:
+            sock.bind(("", port))
+        except OSError as exc:
+            return (
+                f"the gang's coordinator port {port} is in use on this machine by another program"
+                f" ({exc.strerror or exc}); the gang's next try gets another port"
+            )
+    return None
+
+
 def gang_rank_env(rank: int, size: int, port: int) -> dict[str, str]:
     """The distributed variables that do not name the coordinator's host."""
     return {

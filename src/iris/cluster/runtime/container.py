@@ -71,6 +71,19 @@ def default_cli() -> str:
     return os.environ.get("IRIS_CONTAINER_CLI") or "docker"
 
 
+# Variables the docker/podman CLI (or the loader, or Go's runtime) reads for itself: where it
+# looks for programs, libraries, its config, plugins, credential helpers, daemon and proxies.
+_CLI_NAMES = frozenset({"PATH", "HOME", "TMPDIR", "SHELL", "NOTIFY_SOCKET", "IFS", "ENV", "BASH_ENV"})
+_CLI_PREFIXES = ("LD_", "DYLD_", "DOCKER_", "BUILDKIT_", "BUILDX_", "CONTAINER", "PODMAN_", "REGISTRY_",
+                 "STORAGE_", "XDG_", "GO", "SSL_", "DBUS_", "SSH_", "KRB5")  # fmt: skip
+
+
+def steers_the_cli(name: str) -> bool:
+    """Whether a task variable named ``name`` would change what the engine CLI itself does."""
+    upper = name.upper()
+    return upper in _CLI_NAMES or upper.startswith(_CLI_PREFIXES) or upper.endswith("_PROXY")
+
+
 def container_name(worker_id: str, attempt_uid: str) -> str:
     return _NAME_UNSAFE.sub("_", f"iris-{attempt_uid}-{worker_id}")[:200]
 
@@ -199,8 +212,13 @@ class ContainerTaskRuntime:
             args += ["-v", f"{venv}:{venv}:ro"]
         env = dict(self._env)
         for key, value in task_env.items():
-            args += ["-e", key]  # the value comes from the CLI's own environment: not on argv
-            env[key] = value
+            if steers_the_cli(key):
+                # The CLI runs as the worker (root): the task's PATH, LD_PRELOAD or DOCKER_CONFIG
+                # must not be the CLI's own. The container gets the value all the same.
+                args += ["-e", f"{key}={value}"]
+            else:
+                args += ["-e", key]  # the value comes from the CLI's own environment: not on argv
+                env[key] = value
         args.append(spec.image)
         args += argv
         return args, env
@@ -270,6 +288,11 @@ class ContainerTaskRuntime:
 
     def exec_argv(self, attempt_uid: str, argv: Sequence[str]) -> list[str]:
         return [self.cli, "exec", container_name(self.worker_id, attempt_uid), *argv]
+
+    def exec_env(self, task_env: Mapping[str, str]) -> dict[str, str]:
+        # The CLI runs as the worker (root): the task's LD_PRELOAD, PATH or DOCKER_HOST must not
+        # steer it. The command in the container gets the container's environment anyway.
+        return dict(self._env)
 
     def process_status(self, attempt_uid: str) -> dict[str, Any]:
         return {"container": container_name(self.worker_id, attempt_uid)}

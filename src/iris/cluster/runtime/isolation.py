@@ -14,6 +14,8 @@ through ``setpriv`` alone, one exec instead of four (the mount cost ~8 ms per at
 A task cannot read another task's (or the worker's) ``/proc/PID/environ``: different uid, and
 not even listed. Leases are ``flock``-ed files in a root-only directory shared by every worker on
 the machine, so two workers never hand out the same uid at once; a lease dies with the worker.
+A lease given back first deletes what its uid left in the shared temporary directories (and its
+System V IPC objects): the next holder of the uid may be another user.
 
 Not covered (no containers): the filesystem outside the work dirs is shared read-only as usual
 Unix permissions allow, the network is shared, and CPU and memory are only limited by the
@@ -22,6 +24,7 @@ worker's monitor.
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import hashlib
 import logging
@@ -90,6 +93,9 @@ class UidPool:
 
     @staticmethod
     def release(lease: UidLease) -> None:
+        """Give ``lease`` back (the caller has made sure no process of its uid is left), after
+        removing what the uid left where every uid may write, so the next holder cannot read it."""
+        remove_leftovers_of(lease.uid)
         try:
             os.close(lease.fd)  # closing drops the flock
         except OSError:
@@ -272,6 +278,77 @@ def probe(isolation: Isolation, python: str = sys.executable) -> str | None:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         return f"uid {lease.uid} cannot run {python} with Iris ({last[0][:200]})"
     return None
+
+
+# Where any uid may create files that outlive its processes (sticky, world-writable).
+SHARED_TEMP_DIRS = (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm"))
+_SCRUB_DEPTH = 8
+_IPC_RMID = 0
+# /proc/sysvipc file -> (the id's column, the owner's columns, the libc call that removes one)
+_SYSV_IPC = {"shm": (1, (7, 9), "shmctl"), "msg": (1, (7, 9), "msgctl"), "sem": (1, (4, 6), "semctl")}
+
+
+def remove_leftovers_of(uid: int, roots: Sequence[Path] = SHARED_TEMP_DIRS) -> None:
+    """Delete every file and directory ``uid`` owns in the shared temporary directories (and in
+    world-writable directories under them), and its System V IPC objects. A task's /tmp files
+    (even mode 0600) would otherwise belong to the next attempt, of another user, leased that uid.
+    Call only when no process of ``uid`` is left (nothing can race the removal)."""
+    for root in roots:
+        try:
+            fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            _scrub(fd, uid, 0)
+        except OSError as exc:
+            logger.warning("could not remove the files task uid %d left in %s: %s", uid, root, exc)
+        finally:
+            os.close(fd)
+    _remove_sysv_ipc(uid)
+
+
+def _scrub(dir_fd: int, uid: int, depth: int) -> None:
+    with os.scandir(dir_fd) as entries:
+        found = list(entries)
+    for entry in found:
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if info.st_uid == uid:
+                if stat.S_ISDIR(info.st_mode):
+                    shutil.rmtree(entry.name, dir_fd=dir_fd)  # fd-based: never follows a link
+                else:
+                    os.unlink(entry.name, dir_fd=dir_fd)
+            elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH and depth < _SCRUB_DEPTH:
+                sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+                try:
+                    _scrub(sub, uid, depth + 1)
+                finally:
+                    os.close(sub)
+        except OSError:
+            continue  # gone meanwhile (another uid's file), or not ours to open
+
+
+def _remove_sysv_ipc(uid: int) -> None:
+    """Remove the shared memory segments, message queues and semaphores ``uid`` owns or created."""
+    libc = None
+    for kind, (id_column, owner_columns, call) in _SYSV_IPC.items():
+        try:
+            rows = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            try:
+                if not any(int(fields[c]) == uid for c in owner_columns):
+                    continue
+                ipc_id = int(fields[id_column])
+            except (IndexError, ValueError):
+                continue
+            if libc is None:
+                libc = ctypes.CDLL(None, use_errno=True)
+            args = (ipc_id, 0, _IPC_RMID, None) if call == "semctl" else (ipc_id, _IPC_RMID, None)
+            if getattr(libc, call)(*args) != 0:
+                logger.warning("could not remove %s %d of task uid %d", kind, ipc_id, uid)
 
 
 def _others_can_traverse(path: Path) -> bool:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env
+from iris.cluster.runtime.attempt_env import allocate_ports, build_attempt_env, coordinator_port_in_use
 from iris.cluster.runtime.attempt_log import (
     DEFAULT_MAX_LOG_BYTES,
     AttemptLogWriter,
@@ -107,6 +107,10 @@ def _devnull() -> int:
             if _devnull_fd < 0:
                 _devnull_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
     return _devnull_fd
+
+
+# The PATH of a profiler the worker runs itself (never the task's).
+_PROFILER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class PreparationError(Exception):
@@ -567,14 +571,18 @@ class SubprocessRuntime:
             env["IRIS_WORKER_BIN"] = os.path.dirname(sys.executable)
             runtime = attempt.runtime
         if runtime is not None and profiler:
+            # The worker's own profiler, as the worker (root: the task is in a container): nothing
+            # of the task's may steer it. Its environment (PATH=., LD_PRELOAD, TMPDIR) and its work
+            # dir (which it writes) stay out: a fixed PATH, only the two variables the script reads.
             pid = container_task_pid(getattr(runtime, "container_pid", lambda _uid: 0)(attempt_uid))
+            clean = {"PATH": _PROFILER_PATH, "IRIS_WORKER_BIN": env["IRIS_WORKER_BIN"]}
             if pid > 0:
-                env["IRIS_TASK_PID"] = str(pid)
-            else:
-                env.pop("IRIS_TASK_PID", None)
-            return run_beside(argv, cwd=cwd, env=env, timeout_s=timeout_s)
+                clean["IRIS_TASK_PID"] = str(pid)
+            return run_beside(argv, cwd="/", env=clean, timeout_s=timeout_s)
         if runtime is not None:
-            return run_beside(runtime.exec_argv(attempt_uid, argv), cwd=cwd, env=env, timeout_s=timeout_s)
+            return run_beside(
+                runtime.exec_argv(attempt_uid, argv), cwd=cwd, env=runtime.exec_env(env), timeout_s=timeout_s
+            )
         if self._isolation is not None and lease is not None:
             argv = self._isolation.wrap(argv, lease.uid)  # as the task's own uid, never as root
         return run_beside(argv, cwd=cwd, env=env, timeout_s=timeout_s)
@@ -785,6 +793,9 @@ class SubprocessRuntime:
         spec = attempt.spec
         assert spec is not None and attempt.work_dir is not None and attempt.payload is not None
         work_dir = attempt.work_dir
+        busy = coordinator_port_in_use(spec)
+        if busy is not None:
+            raise PreparationError(busy)
         argv = self._argv(spec, attempt.payload, preparation.python if preparation else None)
         ports: dict[str, int] = {}
         if spec.ports:
@@ -1002,6 +1013,8 @@ class SubprocessRuntime:
             self._changed.notify_all()
 
     def _fail_start(self, attempt: _Attempt, exc: Exception, error: str | None = None) -> None:
+        if error is None and isinstance(exc, PreparationError):
+            error = str(exc)  # one sentence already
         if error is not None:
             code: int | None = None
         elif isinstance(exc, FileNotFoundError | NotADirectoryError):

@@ -95,6 +95,11 @@ class TaskRuntime(Protocol):
         """The argv that runs ``argv`` beside the attempt (``iris job exec``)."""
         ...
 
+    def exec_env(self, task_env: Mapping[str, str]) -> dict[str, str]:
+        """The environment ``exec_argv`` runs with: the task's own, or (a runtime's tool run by
+        the worker, such as the docker CLI) the worker's, never steered by the task's variables."""
+        ...
+
     def process_status(self, attempt_uid: str) -> dict[str, Any]:
         """Extra facts for ``iris job ps`` (e.g. the container)."""
         ...
@@ -145,6 +150,9 @@ class ProcessTaskRuntime:
 
     def exec_argv(self, attempt_uid: str, argv: Sequence[str]) -> list[str]:
         return list(argv)
+
+    def exec_env(self, task_env: Mapping[str, str]) -> dict[str, str]:
+        return dict(task_env)
 
     def process_status(self, attempt_uid: str) -> dict[str, Any]:
         return {}

@@ -45,6 +45,16 @@ from iris.rpc.models import ENVIRONMENT_ERROR_PREFIX
 
 READY_MARKER = ".iris-ready"
 PARENT_SITE_PTH = "_iris_worker_site.pth"
+# The project's own code: uv sync installs the project's dependencies but not the project (the
+# environment is shared by attempts, each running a new copy of the workspace). This .pth appends
+# the directories named by $IRIS_PROJECT_PATH (the attempt's ``<workspace>/src`` and workspace)
+# to sys.path after site-packages, as an editable install would: a src/ layout imports.
+PROJECT_PATH_ENV = "IRIS_PROJECT_PATH"
+PROJECT_PTH = "_iris_project.pth"
+PROJECT_PTH_LINE = (
+    "import os, sys; sys.path.extend(p for p in os.environ.get('IRIS_PROJECT_PATH', '').split(os.pathsep) "
+    "if p and p not in sys.path and os.path.isdir(p))\n"
+)
 DEFAULT_BUILD_TIMEOUT_S = 900.0
 _OUTPUT_LINES_LOGGED = 200
 # The only worker environment variables a build sees (network and index settings an operator
@@ -102,6 +112,7 @@ class ProjectFiles:
             "lock": hashlib.sha256(self.lock).hexdigest(),
             "pyproject": hashlib.sha256(self.pyproject).hexdigest(),
             "extras": list(self.extras),
+            "project_pth": 1,  # environments built before the project's .pth existed lack it
         }
 
     def describe(self) -> str:
@@ -344,6 +355,8 @@ class EnvironmentBuilder:
         seal(path)
         if in_image is None:  # in an image, the callable runner is mounted beside the task instead
             self._link_parent_site(path)
+        if project is not None:
+            write_project_pth(path)
         (path / READY_MARKER).write_text(
             json.dumps({"requirements": list(requirements), "built_at": time.time()})
         )
@@ -363,7 +376,8 @@ class EnvironmentBuilder:
     ) -> None:
         """``uv sync --frozen`` of a copy of the project's two files (in the build's own scratch
         directory) into ``path``. The project itself is not installed: the task runs in its
-        workspace, whose copy changes from attempt to attempt."""
+        workspace, whose copy changes from attempt to attempt; the project's .pth puts that
+        copy's src/ (and root) on sys.path instead."""
         directory = scratch / "project"
         directory.mkdir(mode=0o700)
         for name, data in ((PYPROJECT, project.pyproject), (UV_LOCK, project.lock)):
@@ -487,6 +501,21 @@ class _ImageRun:
         return self.image.run_argv(
             self.image.image, argv, name=self._name, mounts=mounts, env=inside, user=self._uid,
         )  # fmt: skip
+
+
+def write_project_pth(path: Path) -> None:
+    """The project's .pth (see PROJECT_PTH) in the environment's site-packages, whatever its Python."""
+    found = sorted(path.glob("lib/python*/site-packages"))
+    if not found:
+        raise EnvironmentBuildError(f"uv created the environment {path} without lib/python*/site-packages")
+    for site_packages in found:
+        (site_packages / PROJECT_PTH).write_text(PROJECT_PTH_LINE)
+        os.chmod(site_packages / PROJECT_PTH, 0o644)
+
+
+def project_path(work_dir: str | Path) -> str:
+    """$IRIS_PROJECT_PATH for an attempt whose workspace is ``work_dir``: its src/, then itself."""
+    return os.pathsep.join((os.path.join(str(work_dir), "src"), str(work_dir)))
 
 
 def uv_error(lines: Sequence[str], limit: int = 6) -> str:

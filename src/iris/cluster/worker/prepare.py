@@ -9,7 +9,14 @@ from iris.cluster.runtime.container import ContainerTaskRuntime, ImageUnavailabl
 from iris.cluster.runtime.isolation import Isolation
 from iris.cluster.runtime.subprocess_runtime import Preparation
 from iris.cluster.worker.bundles import BundleCache
-from iris.cluster.worker.environments import EnvironmentBuilder, EnvironmentBuildError, InImage, ProjectFiles
+from iris.cluster.worker.environments import (
+    PROJECT_PATH_ENV,
+    EnvironmentBuilder,
+    EnvironmentBuildError,
+    InImage,
+    ProjectFiles,
+    project_path,
+)
 from iris.cluster.worker.safe_unpack import MAX_BYTES, MAX_MEMBERS
 from iris.rpc.models import RunSpec
 
@@ -69,6 +76,8 @@ class AttemptPreparer:
                 packages, project=project, in_image=in_image, log=log, cancelled=cancelled
             )
             env["VIRTUAL_ENV"] = str(built.path)  # the container runtime mounts it (read-only)
+            if project is not None:  # the workspace is at the same path in a container
+                env[PROJECT_PATH_ENV] = project_path(work_dir)
             if in_image is not None:
                 env["PATH"] = f"{built.bin_dir}:{in_image.path}"
             else:

@@ -1,4 +1,5 @@
-"""emptyDir volumes on a host without containers: each mount path maps to a folder of the pod.
+"""emptyDir and hostPath volumes on a host without containers: each mount path maps to a folder
+of the pod (emptyDir) or to the host path itself (hostPath; ``readOnly`` is not enforced).
 
 A container's working directory, and env values and arguments that name a mounted path, are
 rewritten to the host folder, which is how a process on this machine sees "the same volume" as
@@ -13,18 +14,24 @@ from typing import Any
 
 
 def pod_volumes(pod: dict[str, Any], pod_dir: Path) -> dict[str, Path]:
-    """emptyDir volume name -> its folder under the pod's directory (created)."""
+    """emptyDir volume name -> its folder under the pod's directory (created); hostPath volume
+    name -> its path (a ``DirectoryOrCreate`` one created)."""
     out: dict[str, Path] = {}
     for volume in (pod.get("spec") or {}).get("volumes") or []:
         if "emptyDir" in volume:
             folder = pod_dir / "volumes" / volume["name"]
             folder.mkdir(parents=True, exist_ok=True)
             out[volume["name"]] = folder
+        elif "hostPath" in volume:
+            host = Path(volume["hostPath"]["path"])
+            if volume["hostPath"].get("type") == "DirectoryOrCreate":
+                host.mkdir(parents=True, exist_ok=True)
+            out[volume["name"]] = host
     return out
 
 
 def container_mounts(container: dict[str, Any], volumes: Mapping[str, Path]) -> dict[str, Path]:
-    """mountPath -> host folder, for the container's emptyDir mounts."""
+    """mountPath -> host folder, for the container's emptyDir and hostPath mounts."""
     return {
         m["mountPath"].rstrip("/") or "/": volumes[m["name"]]
         for m in container.get("volumeMounts") or []

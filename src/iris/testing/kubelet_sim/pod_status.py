@@ -165,3 +165,25 @@ def terminated(
         result["reason"] = pod_reason
         result["message"] = pod_message
     return result
+
+
+def init_failed(
+    status: dict[str, Any], name: str, *, exit_code: int, message: str, at: str
+) -> dict[str, Any]:
+    """The init container ``name`` ended with ``exit_code`` (reason Error, its output's tail as the
+    message), as the kubelet reports it in ``initContainerStatuses``."""
+    result = dict(status)
+    statuses = []
+    for entry in result.get("initContainerStatuses") or []:
+        if entry.get("name") == name:
+            state = {
+                "exitCode": exit_code,
+                "reason": "Error",
+                "message": message,
+                "startedAt": at,
+                "finishedAt": at,
+            }
+            entry = {**entry, "state": {"terminated": state}}
+        statuses.append(entry)
+    result["initContainerStatuses"] = statuses
+    return result

@@ -267,8 +267,12 @@ class ContainerRunner:
                 self._log.write_line(message)
                 now = utc_timestamp()
                 self._report(
-                    lambda status, pod, code=code, message=message, now=now: pod_status.terminated(
-                        status, pod, exit_code=code, reason="Init:Error", message=message, started_at=now, finished_at=now
+                    lambda status, pod, code=code, message=message, now=now, init=init: pod_status.init_failed(
+                        pod_status.terminated(
+                            status, pod, exit_code=code, reason="Init:Error", message=message, started_at=now,
+                            finished_at=now,
+                        ),
+                        init.name, exit_code=code, message=message, at=now,
                     )
                 )  # fmt: skip
                 return False

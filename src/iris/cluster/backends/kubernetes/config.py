@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from iris.rpc.enums import PriorityBand
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def default_priority_classes() -> dict[PriorityBand, str]:
@@ -94,6 +97,32 @@ class KubernetesBackendConfig(BaseModel):
         "`cloud.google.com/gke-tpu-accelerator` node selector; the variant's size or `AxB[xC]` gives "
         "`cloud.google.com/gke-tpu-topology`.",
     )
+    environment_dir: str = Field(
+        default="/var/cache/iris/envs",
+        pattern=r"^/",
+        max_length=1024,
+        description="Directory on each node (a hostPath volume) where the environments of jobs with "
+        "`--pip` packages or a uv project are built once and reused by later pods of that node; it "
+        "must be writable by the pods' uid (`run_as_user`).",
+    )
+    environment_uv: str | None = Field(
+        default=None,
+        pattern=r"^/",
+        max_length=1024,
+        description="Path of a uv binary on every node, mounted read-only into the pod that builds an "
+        "environment; unset: the `uv` of the task's image (or its `python3 -m uv`).",
+    )
+    environment_build_env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Variables of the pod that builds an environment only (not of the task): the "
+        "package index and network settings uv needs there, e.g. `UV_INDEX_URL`, `HTTPS_PROXY`, "
+        "`SSL_CERT_FILE` (a CA bundle present in the image).",
+    )
+    environment_offline: bool = Field(
+        default=False,
+        description="Build environments without the network (`UV_OFFLINE`), from the uv cache in "
+        "`<environment_dir>/.uv-cache` that the operator pre-warmed: for air-gapped nodes.",
+    )
     terminal_pod_retention_s: float = Field(default=600.0, ge=0)
     # How long a pod may wait on an image pull error (ErrImagePull, ImagePullBackOff) before its
     # attempt ends with failure kind "image" and the pod is deleted (InvalidImageName: at once).
@@ -107,6 +136,12 @@ class KubernetesBackendConfig(BaseModel):
     def _check(self) -> KubernetesBackendConfig:
         if self.in_cluster and self.kubeconfig:
             raise ValueError("choose either in_cluster or kubeconfig, not both")
+        for name in self.environment_build_env:
+            if not _ENV_NAME.match(name) or name.startswith("IRIS_"):
+                raise ValueError(
+                    f"environment_build_env: {name!r} is not a variable name a build may set "
+                    "(letters, digits and '_', not IRIS_*)"
+                )
         return self
 
     def priority_class(self, band: PriorityBand) -> str | None:

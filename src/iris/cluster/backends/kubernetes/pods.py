@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import base64
 import re
-import shlex
 from pathlib import Path
 from typing import Any
 
 from iris.cluster.backends.kubernetes.accelerators import accelerator_placement
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
+from iris.cluster.backends.kubernetes.environment import (
+    ENV_STATE_DIR,
+    ENV_STATE_VAR,
+    environment_command,
+    environment_init_container,
+    environment_volumes,
+    needs_environment,
+    task_environment_mounts,
+)
 from iris.cluster.backends.kubernetes.gang import (
     GANG_DIR,
     GANG_VOLUME,
@@ -207,6 +215,10 @@ def build_pod(
     if gang:  # ranks now, the coordinator's address from the rendezvous init container (gang.py)
         command = gang_command(command)
         env = {**gang_static_env(spec), **env}
+    with_environment = needs_environment(spec)
+    if with_environment:  # built (or found) on the node by an init container (environment.py)
+        command = environment_command(spec, command)
+        env = {**env, ENV_STATE_VAR: ENV_STATE_DIR}
     container: dict[str, Any] = {
         "name": TASK_CONTAINER,
         "image": spec.image or config.default_image,
@@ -225,6 +237,26 @@ def build_pod(
         container["workingDir"] = WORKSPACE_DIR
         volumes.append({"name": WORKSPACE_VOLUME, "emptyDir": {}})
         inits.append(bundle_init_container(spec, config, controller_url, bundle_token, secret_name))
+    if with_environment:
+        workspace_mount = mounts[0] if spec.bundle_id else None
+        resources = {
+            section: {k: v for k, v in values.items() if k in ("cpu", "memory", "ephemeral-storage")}
+            for section, values in container["resources"].items()
+        }
+        inits.append(
+            environment_init_container(
+                spec,
+                config,
+                image=container["image"],
+                workdir=WORKSPACE_DIR if spec.bundle_id else None,
+                workspace_mount=workspace_mount,
+                resources={k: v for k, v in resources.items() if v},
+                security_context=dict(CONTAINER_SECURITY_CONTEXT),
+                pull_policy=container.get("imagePullPolicy"),
+            )
+        )
+        mounts += task_environment_mounts()
+        volumes += environment_volumes(config)
     if gang:
         mounts.append({"name": GANG_VOLUME, "mountPath": GANG_DIR})
         volumes.append({"name": GANG_VOLUME, "emptyDir": {}})
@@ -384,12 +416,7 @@ def container_command(spec: RunSpec) -> list[str]:
         argv = ["python3", "-c", CALLABLE_BOOTSTRAP]
     else:
         argv = list(entrypoint.argv)
-    packages = spec.environment.pip_packages if spec.environment is not None else []
-    if packages:
-        # Install the job's packages in the container first, then replace the shell by the task.
-        script = f'python -m pip install --quiet --disable-pip-version-check {shlex.join(packages)} >&2 && exec "$@"'
-        argv = ["sh", "-c", script, "iris-setup", *argv]
-    return argv
+    return argv  # the job's --pip packages and project environment: see environment.py
 
 
 def container_resources(spec: RunSpec, config: KubernetesBackendConfig) -> dict[str, dict[str, str]]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from iris.cluster.backends.kubernetes.environment import environment_failure
 from iris.cluster.backends.kubernetes.naming import TASK_CONTAINER
 from iris.rpc.enums import TaskState
 
@@ -218,6 +219,15 @@ def _failed(
             started_at=started_at,
             finished_at=finished_at,
             runtime_released=phase == "Failed",
+        )
+    environment = environment_failure(status)
+    if environment:  # uv could not build the job's environment: the job's lock or packages, not the node
+        return PodObservation(
+            TaskState.FAILED,
+            error=environment,
+            message=environment,
+            finished_at=finished_at,
+            runtime_released=True,
         )
     terminated = ((container or {}).get("state") or {}).get("terminated")
     unstartable = _unstartable_init_container(status)

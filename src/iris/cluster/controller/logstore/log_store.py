@@ -38,6 +38,7 @@ import sqlite3
 import tempfile
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from itertools import islice
@@ -95,10 +96,13 @@ class LogStore:
     ) -> None:
         if not 0 <= inline_max_lines <= STRIDE:
             raise ValueError(f"inline_max_lines must be within 0..{STRIDE}")
-        self._owned_tmp: str | None = None
+        # A store with no root of its own owns a temporary one, removed on close or, for a store
+        # nobody closed, when it is collected or the process exits.
+        self._remove_tmp: Callable[[], object] | None = None
         if root is None:
-            self._owned_tmp = tempfile.mkdtemp(prefix="iris-logs-")
-            root = Path(self._owned_tmp)
+            owned_tmp = tempfile.mkdtemp(prefix="iris-logs-")
+            self._remove_tmp = weakref.finalize(self, shutil.rmtree, owned_tmp, True)
+            root = Path(owned_tmp)
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
         self.max_age_s = max_age_s
@@ -141,8 +145,8 @@ class LogStore:
         if self._retention_thread is not None:
             self._retention_thread.join(timeout=5)
         self.index.close()
-        if self._owned_tmp is not None:
-            shutil.rmtree(self._owned_tmp, ignore_errors=True)
+        if self._remove_tmp is not None:
+            self._remove_tmp()
 
     # ------------------------------------------------------------------ writing
 

@@ -28,6 +28,7 @@ from iris.cluster.controller.effects import (
 from iris.cluster.controller.store.rows import JOB_STATE, TASK_STATE, select_in
 from iris.cluster.controller.transitions import edge_allowed
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState, TaskState
+from iris.rpc.gang import pick_gang_port
 from iris.rpc.models import RegisterRequest
 
 log = logging.getLogger("iris.controller.store")
@@ -100,6 +101,15 @@ def next_gang_generations(cur: sqlite3.Cursor, job_ids: Sequence[str]) -> dict[s
     ):
         out[r[0]] = r[1] + 1
     return out
+
+
+def live_gang_ports(cur: sqlite3.Cursor) -> set[int]:
+    """The coordinator ports of the gangs some member of which has not been released yet (its
+    process may still hold the port): a new gang gets none of them."""
+    return {
+        r[0]
+        for r in cur.execute("SELECT DISTINCT gang_port FROM attempts WHERE released = 0 AND gang_port IS NOT NULL")
+    }
 
 
 def next_attempt_numbers(cur: sqlite3.Cursor, task_ids: Sequence[str]) -> dict[str, int]:
@@ -341,10 +351,15 @@ def _write_assignments(cur: sqlite3.Cursor, groups: list[list[Assign]], now: flo
     numbers = next_attempt_numbers(cur, [a.task_id for a in assigns])
     gang_jobs = sorted({a.job_id for a in assigns if a.gang})
     generations = next_gang_generations(cur, gang_jobs) if gang_jobs else {}
+    held: set[int] = live_gang_ports(cur) if gang_jobs else set()
     rows: list[tuple[object, ...]] = []
     for group in groups:
+        port: int | None = None
+        if group[0].gang:
+            port = pick_gang_port(group[0].job_id, generations[group[0].job_id], held)
+            held.add(port)
         for a in group:
-            gang = (generations[a.job_id], len(group)) if a.gang else (None, None)
+            gang = (generations[a.job_id], len(group), port) if a.gang else (None, None, None)
             uid = secrets.token_hex(8)
             rows.append(
                 (uid, a.task_id, numbers[a.task_id], a.worker_id, TaskState.ASSIGNED.value, now, *gang)
@@ -353,8 +368,8 @@ def _write_assignments(cur: sqlite3.Cursor, groups: list[list[Assign]], now: flo
         if group[0].gang:
             generations[group[0].job_id] += 1
     cur.executemany(
-        "INSERT INTO attempts (attempt_uid, task_id, attempt_number, worker_id, state, created_at, gang_generation, gang_size)"
-        " VALUES (?,?,?,?,?,?,?,?)",
+        "INSERT INTO attempts (attempt_uid, task_id, attempt_number, worker_id, state, created_at,"
+        " gang_generation, gang_size, gang_port) VALUES (?,?,?,?,?,?,?,?,?)",
         rows,
     )
     cur.executemany(

@@ -29,6 +29,7 @@ from iris.cluster.controller.store.rows import (
     select_in,
 )
 from iris.rpc.enums import TERMINAL_JOB_STATES, JobState
+from iris.rpc.gang import gang_port
 from iris.rpc.models import EndpointInfo, ResourceSpec, WorkerHealth
 
 
@@ -277,18 +278,19 @@ def gang_of_attempts(cur: sqlite3.Cursor, attempt_uids: Sequence[str]) -> dict[s
 
 def gang_leader_addresses(
     cur: sqlite3.Cursor, gangs: Sequence[tuple[str, int]]
-) -> dict[tuple[str, int], str]:
-    """(job id, gang generation) -> the address of the worker running that generation's task 0."""
-    out: dict[tuple[str, int], str] = {}
+) -> dict[tuple[str, int], tuple[str, int]]:
+    """(job id, gang generation) -> the address of the worker running that generation's task 0 and
+    the gang's coordinator port (chosen at assignment; derived for a gang assigned before that)."""
+    out: dict[tuple[str, int], tuple[str, int]] = {}
     for job_id, generation in set(gangs):
         row = cur.execute(
-            "SELECT w.address FROM tasks t JOIN attempts a ON a.task_id = t.task_id"
+            "SELECT w.address, a.gang_port FROM tasks t JOIN attempts a ON a.task_id = t.task_id"
             " JOIN workers w ON w.worker_id = a.worker_id"
             " WHERE t.job_id = ? AND t.task_index = 0 AND a.gang_generation = ? LIMIT 1",
             (job_id, generation),
         ).fetchone()
         if row is not None:
-            out[(job_id, generation)] = row[0]
+            out[(job_id, generation)] = (row[0], row[1] if row[1] is not None else gang_port(job_id, generation))
     return out
 
 
