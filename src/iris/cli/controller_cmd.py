@@ -48,6 +48,12 @@ def controller() -> None:
 @click.option(
     "--advertise-url", help="URL tasks and workers use to reach the controller (default: the listen address)."
 )
+@click.option(
+    "--also-listen",
+    multiple=True,
+    metavar="HOST",
+    help="Serve on this address too, on the same port (repeatable); needs auth (the config's auth.tokens).",
+)
 @click.option("--image", help="Kubernetes backend: container image for task pods.")
 @click.option(
     "--config",
@@ -76,6 +82,7 @@ def controller_start(
     tick: float,
     worker_grace: float,
     advertise_url: str | None,
+    also_listen: tuple[str, ...],
     image: str | None,
     config_path: Path | None,
     log_format: str | None,
@@ -95,6 +102,7 @@ def controller_start(
         tick=tick,
         worker_grace=worker_grace,
         advertise_url=advertise_url,
+        also_listen=tuple(also_listen),
         image=image,
         config=config_path,
         log_format=log_format,

@@ -546,8 +546,11 @@ class ContainerTaskRuntime:
             args += ["-v", f"{source}:{target}" + (":ro" if read_only else "")]
         process_env = dict(self._env)
         for key, value in env.items():
-            args += ["-e", key]
-            process_env[key] = value
+            if steers_the_cli(key):  # HOME (the build's own dir), PATH (the image's): not the CLI's
+                args += ["-e", f"{key}={value}"]
+            else:
+                args += ["-e", key]
+                process_env[key] = value
         return [*args, image, *argv], process_env
 
     def remove(self, name: str) -> None:

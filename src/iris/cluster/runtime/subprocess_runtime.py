@@ -1203,9 +1203,17 @@ class SubprocessRuntime:
 
     @staticmethod
     def _release_identity(attempt: _Attempt) -> None:
-        """Give the attempt's uid back once nothing of its process tree is left."""
+        """Give the attempt's uid back once nothing of its process tree is left. Its work dir
+        (kept a while for its files) becomes the worker's first: the uid's next holder, another
+        user perhaps, must not read it."""
         lease, attempt.lease = attempt.lease, None
         if lease is not None:
+            for path in (attempt.work_dir, attempt.payload):
+                if path is not None:
+                    try:
+                        os.lchown(path, os.geteuid(), os.getegid())
+                    except OSError:
+                        pass  # not made (a start that failed early) or already removed
             UidPool.release(lease)
 
     def _release_devices(self, attempt_uid: str) -> None:
