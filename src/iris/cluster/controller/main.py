@@ -440,8 +440,9 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         help="write logs here instead of stderr, rotated at 20 MB x 5 (or $IRIS_LOG_FILE)",
     )
-    args = vars(parser.parse_args(argv))
-    run(ControllerOptions(**{**args, "also_listen": tuple(args["also_listen"])}))
+    args = parser.parse_args(argv)
+    args.also_listen = tuple(args.also_listen)
+    run(ControllerOptions(**vars(args)))
 
 
 if __name__ == "__main__":
