@@ -252,9 +252,11 @@ class LocalCluster:
         image: list[str] = []
         if info.get("default_image") and "--image" not in self.controller_args:
             image = ["--image", str(info["default_image"])]
+        # The nodes' job environments in the state dir, not in /var/cache of this machine.
+        envs = ["--environment-dir", str(self.state_dir / "k8s" / "node-envs")]
         return [
             "--kubeconfig", str(info["controller_kubeconfig"]), "--namespace", str(info["namespace"]),
-            "--queue", str(info["local_queue"]), *image,
+            "--queue", str(info["local_queue"]), *image, *envs,
         ]  # fmt: skip
 
     def add_worker(
