@@ -257,7 +257,7 @@ def environment_init_container(
     }
     if workdir:
         env["IRIS_WORKDIR"] = workdir
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": ENV_CACHE_VOLUME, "mountPath": ENV_CACHE_DIR},
         {"name": ENV_STATE_VOLUME, "mountPath": ENV_STATE_DIR},
     ]
