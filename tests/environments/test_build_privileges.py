@@ -15,7 +15,13 @@ import pytest
 from pydantic import ValidationError
 
 from iris.cluster.runtime.isolation import Isolation
-from iris.cluster.worker.environments import READY_MARKER, EnvironmentBuilder, ProjectFiles, processes_of
+from iris.cluster.worker.environments import (
+    READY_MARKER,
+    EnvironmentBuilder,
+    ProjectFiles,
+    processes_of,
+    seal,
+)
 from iris.rpc.models import EnvironmentSpec, is_local_requirement
 
 WORKER_TOKEN = "worker-token-a-build-must-not-see"
@@ -131,3 +137,25 @@ def test_a_project_environment_is_synced_as_a_task_uid_without_the_worker_token(
     assert WORKER_TOKEN not in environment and "IRIS_" not in environment
     assert processes_of(uid) == []
     assert all(p.lstat().st_uid == 0 for p in [built.path, *built.path.rglob("*")])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="files of several owners need root")
+def test_sealing_never_publishes_a_hard_link_to_a_file_the_build_did_not_own(tmp_path: Path) -> None:
+    """Where the kernel lets a uid hard-link files it does not own (fs.protected_hardlinks=0), a
+    build could link /etc/shadow into its environment; sealing must not make that readable."""
+    builder = 310_123
+    private = tmp_path / "shadow"
+    private.write_text("root's secret")
+    private.chmod(0o600)
+    env = tmp_path / "env"
+    (env / "lib").mkdir(parents=True)
+    (env / "lib" / "mod.py").write_text("x = 1\n")
+    os.link(private, env / "lib" / "data.txt")  # what the build would have done
+    for path in (env, env / "lib", env / "lib" / "mod.py"):
+        os.chown(path, builder, builder)
+    seal(env, builder)
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600 and private.stat().st_nlink == 1
+    assert not (env / "lib" / "data.txt").exists()
+    assert (env / "lib" / "mod.py").stat().st_uid == 0 and (
+        env / "lib" / "mod.py"
+    ).stat().st_mode & 0o444 == 0o444

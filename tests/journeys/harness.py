@@ -8,14 +8,18 @@ pods on its node-agent nodes; marker ``real_k8s``).
 
 A fourth, ``real_kubelet``, is the same real components with a real kubelet and containerd as the
 only node (``real_kubelet_plane``; marker ``real_kubelet``; task pods run the local image
-``iris-test/busybox:1``). Which journeys run there (tests/journeys/test_real_kubelet.py): the job
-model (replicas, retries, a failure without budget), logs that outlive the pod, OOM, execution
-timeout, kill, exec and process status, a pod deleted from outside, image pull failure. They stay
-on node-agent nodes (``real_k8s``) when they need several nodes (constraints and pools across
-workers, preemption and quota stories sized for four nodes, ``test_worker_scheduling``) or a pod
-that talks back to the controller (gangs, whose rendezvous init container calls it; callables,
-sub-jobs, endpoints, ``distributed``): the pods of the real node live in its own network namespace
-and reach nothing beyond it.
+``iris-test/busybox:1``, or ``journey_cluster(image=...)``). The pods live in the node's own
+network namespace and reach the controller on the host end of its veth: the cluster has a one-time
+token and its controller listens also there (``LocalCluster(pod_host=...)``). Which journeys run
+there: the job model (replicas, retries, a failure without budget), logs that outlive the pod,
+OOM, execution timeout, kill, exec and process status, a pod deleted from outside, image pull
+failure (tests/journeys/test_real_kubelet.py); and pods that call the controller, in
+``iris-test/python:3.11``: a workspace bundle from ``iris job run``, callables with
+``Job.result()`` (a large one fetched by its pod), a 2-task gang whose members find task 0's
+address, the job model's bouncing and partly finished gangs
+(tests/journeys/test_real_kubelet_calls_home.py). They stay on node-agent nodes
+(``real_k8s``) when they need several nodes (constraints and pools across workers, preemption and
+quota stories sized for four nodes, a gang failing three times, ``test_worker_scheduling``).
 
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:
@@ -234,10 +238,12 @@ BOUNCING_GANG_SCRIPT = (
 )
 
 
-def run_bouncing_gang(j: Journey, name: str, resources: ResourceSpec) -> JobDetail:
+def run_bouncing_gang(
+    j: Journey, name: str, resources: ResourceSpec, script: str = BOUNCING_GANG_SCRIPT
+) -> JobDetail:
     """Submit the bouncing gang and wait for it, checking on every poll that it is never split."""
     job = j.client.submit(
-        Entrypoint.from_command("sh", "-c", BOUNCING_GANG_SCRIPT),
+        Entrypoint.from_command("sh", "-c", script),
         name=name,
         replicas=2,
         resources=resources,
@@ -281,9 +287,11 @@ def journey_cluster(
     worker_cpu: str = "2",
     attributes: list[dict[str, str]] | None = None,
     control_plane: Any = None,
+    image: str | None = None,
 ) -> Iterator[Journey]:
     """A cluster on ``substrate``; ``real_k8s`` needs the session's ``control_plane`` (its
-    namespace is cleared of Iris pods before and after, so modules do not see each other's)."""
+    namespace is cleared of Iris pods before and after, so modules do not see each other's).
+    ``image``: the pods' default image on ``real_kubelet`` (else ``REAL_KUBELET_IMAGE``)."""
     if substrate not in SUBSTRATES:
         raise ValueError(f"unknown substrate {substrate!r}")
     backend = "worker" if substrate in ("worker", "container") else "kubernetes"
@@ -303,7 +311,12 @@ def journey_cluster(
         # No registry answers the node: a pull fails at once, and 3 s of grace end the attempt.
         config = Path(control_plane.run_dir) / "iris-real-kubelet.yaml"
         config.write_text("backend:\n  kind: kubernetes\n  kubernetes:\n    image_pull_grace_s: 3\n")
-        cluster_args = {"controller_args": ["--image", REAL_KUBELET_IMAGE, "--config", str(config)]}
+        cluster_args = {
+            "controller_args": ["--image", image or REAL_KUBELET_IMAGE, "--config", str(config)],
+            # Pods reach the controller on the host end of the node's veth, by token only.
+            "one_time_token": True,
+            "pod_host": control_plane.real_node["node_ip"],
+        }
     if substrate in ("real_k8s", "real_kubelet"):
         kube = Kube(Path(control_plane.admin_kubeconfig), control_plane.namespace)
         kube.clear()
@@ -329,7 +342,7 @@ def journey_cluster(
         if config_dir is not None:
             config_dir.cleanup()
         raise
-    client = IrisClient(cluster.url)
+    client = IrisClient(cluster.url, token=cluster.token)
     try:
         yield Journey(client=client, cluster=cluster, backend=backend, substrate=substrate, kube=kube)
     finally:

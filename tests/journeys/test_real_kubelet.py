@@ -1,8 +1,9 @@
 """Journeys on a real node: the KUBERNETES backend against the real control plane whose one node is
 a real kubelet with containerd (``real_kubelet_plane``). Task pods are real containers of the
 local image ``iris-test/busybox:1``; exit codes, OOM kills, logs and exec come from the kubelet and
-the runtime, not from our node agent. See tests/journeys/harness.py for the journeys that stay on
-node-agent nodes (several nodes, or tasks that call the controller)."""
+the runtime, not from our node agent. Pods that call the controller (bundles, callables, gangs):
+tests/journeys/test_real_kubelet_calls_home.py. See tests/journeys/harness.py for the journeys that
+stay on node-agent nodes (several nodes)."""
 
 from __future__ import annotations
 
@@ -180,7 +181,7 @@ def test_logs_outlive_the_pod(j: Journey) -> None:
     kube = j.kube
     kube.run("delete", "pods", "-l", f"{LABEL_JOB_ID}={label_value(job.job_id)}", "--wait=true")
     assert not job_pods(j, job)
-    env = {**os.environ, "IRIS_CONTROLLER_URL": j.cluster.url}
+    env = {**os.environ, "IRIS_CONTROLLER_URL": j.cluster.url, "IRIS_TOKEN": j.cluster.token or ""}
     done = subprocess.run(
         [*IRIS, "job", "logs", job.job_id, "--tail", "3"],
         capture_output=True,

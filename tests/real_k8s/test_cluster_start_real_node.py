@@ -1,6 +1,7 @@
 """`iris cluster start --local --backend kubernetes` on a machine that allows a real node (root,
-containerd): it says so, a job runs on a node whose runtime is containerd, and `iris job exec`
-and `kubectl exec` reach the task's container. One cluster start (~40 s on a loaded machine): the
+containerd): it says so, a job runs on a node whose runtime is containerd, `iris job exec`
+and `kubectl exec` reach the task's container, and `iris job run` with its default packaging of
+the working directory works (the pod fetches the bundle from the controller). One cluster start (~40 s on a loaded machine): the
 whole local path with a real kubelet, once."""
 
 from __future__ import annotations
@@ -88,6 +89,16 @@ def test_cluster_start_runs_jobs_on_a_real_containerd_node(tmp_path: Path) -> No
             capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert kexec.stdout.strip() == "via-kubectl", kexec.stderr
+        # The default packaging works: the pod fetches the bundle from the controller.
+        workspace = tmp_path / "workspace"
+        workspace.mkdir()
+        (workspace / "mylib.py").write_text("ANSWER = 6 * 7\n")
+        ran = subprocess.run(
+            [*IRIS, "job", "run", "--name", "ws", "--cpu", "0.25", "--memory", "128",
+             "--", "python", "-c", "import mylib; print('answer', mylib.ANSWER)"],
+            cwd=workspace, capture_output=True, text=True, env=env, timeout=180,
+        )  # fmt: skip
+        assert ran.returncode == 0 and "answer 42" in ran.stdout, ran.stdout + ran.stderr
         assert job.kill() in (JobState.KILLED, JobState.RUNNING)
         client.close()
         plane = json.loads((state / "k8s" / "state.json").read_text())

@@ -99,7 +99,10 @@ def test_a_projects_environment_is_built_once_on_the_node_and_reused(
         assert "own package: True" in lines  # src/demo, from the attempt's workspace
         assert f"python: {envs / key / 'bin' / 'python'}" in lines  # the environment's python
     assert (envs / key / ".iris-ready").is_file()
-    print(f"pod, first job (builds) {timings[0]:.2f}s, second job (reuses) {timings[1]:.2f}s")
+    build = next(line for line in first if line.startswith(f"built environment {key} in "))
+    print(
+        f"node agent: first job (builds) {timings[0]:.2f}s [{build}], second job (reuses) {timings[1]:.2f}s"
+    )
 
 
 def test_pip_packages_in_a_pod(k8s: tuple[LocalCluster, Path], tmp_path: Path) -> None:

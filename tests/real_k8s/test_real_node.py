@@ -1,5 +1,5 @@
 """The real node's teardown leaves nothing behind: no processes, mounts, network namespace, veth,
-cgroups, iptables rules or containers. It starts its own control plane with a real node (the
+cgroups, routes, iptables rules or containers. It starts its own control plane with a real node (the
 session's ``real_kubelet_plane`` lives until the end), runs a container, then stops everything:
 ~30 s on a loaded machine, the one test that proves the host is left as it was found."""
 
@@ -38,6 +38,10 @@ def _processes_mentioning(text: str) -> list[str]:
     return found
 
 
+def _route_to(cidr: str) -> str:
+    return subprocess.run(["ip", "route", "show", cidr], capture_output=True, text=True).stdout
+
+
 def _host_files() -> set[str]:
     """What the kubelet and containerd would write on the host whatever their configuration."""
     return {str(p) for d in PRIVATE_DIRS if Path(d).is_dir() for p in Path(d).rglob("*")}
@@ -67,6 +71,8 @@ def test_teardown_leaves_no_trace() -> None:
             "get", "node", node["name"], "-o", "jsonpath={.status.nodeInfo.containerRuntimeVersion}"
         )
         assert runtime.stdout.startswith("containerd://")
+        # Pods reach the node IP (a local controller) through the host's route to their CIDR.
+        assert node["host_if"] in _route_to(node["pod_cidr"])
     finally:
         cp.stop()
     run_dir = str(cp.run_dir)
@@ -78,6 +84,7 @@ def test_teardown_leaves_no_trace() -> None:
     assert node["netns"] not in netns
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert node["host_if"] not in links
+    assert not _route_to(node["pod_cidr"]).strip()
     assert not any(
         Path(h, node["cgroup_root"].lstrip("/")).exists() for h in Path("/sys/fs/cgroup").iterdir()
     )

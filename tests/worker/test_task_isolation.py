@@ -42,7 +42,8 @@ for pid in os.listdir('/proc'):
     except OSError:
         pass
 print(json.dumps({"uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "listed": listed,
-                  "environs": found, "cwd": os.getcwd(), "home": os.environ.get("HOME")}))
+                  "environs": found, "cwd": os.getcwd(), "home": os.environ.get("HOME"),
+                  "cwd_owner_mode": [os.stat(".").st_uid, os.stat(".").st_mode & 0o777]}))
 """
 
 
@@ -144,11 +145,13 @@ def test_token_theft_fails_at_the_first_step(worker: WorkerProcess) -> None:
     everything = "\n".join(seen["environs"])
     assert VICTIM_TOKEN not in everything
     assert WORKER_TOKEN not in everything
-    # Its working dir is its own (0700), and HOME points there.
+    # Its working dir is its own (0700) while it runs, and HOME points there; once the attempt
+    # has ended (and its uid is free for another user) it is the worker's.
     work = Path(seen["cwd"])
     assert seen["home"] == str(work)
+    assert seen["cwd_owner_mode"] == [seen["uid"], 0o700]
     info = work.stat()
-    assert info.st_uid == seen["uid"] and info.st_mode & 0o777 == 0o700
+    assert info.st_uid == 0 and info.st_mode & 0o777 == 0o700
     worker.reconcile([])
 
 
@@ -332,8 +335,10 @@ def leftovers_are_gone(one_uid_worker: WorkerProcess, name: str) -> None:
     # Alice keeps private files where every program puts them: /tmp, /var/tmp, /dev/shm (mode
     # 0600, so no other uid can read them), plus a directory of her own in /tmp.
     places = [f"/tmp/{name}", f"/var/tmp/{name}", f"/dev/shm/{name}", f"/tmp/{name}.d/inner"]
-    plant = f"id -u; umask 077; mkdir /tmp/{name}.d; ipcmk -M 4096 -p 0600 >/dev/null; " + "; ".join(
-        f"echo alice-secret > {p}" for p in places
+    # And one in her work dir, which the worker keeps a while after her attempt ends.
+    plant = (
+        f"id -u; pwd; umask 077; mkdir /tmp/{name}.d; ipcmk -M 4096 -p 0600 >/dev/null; echo alice-secret > kept; "
+        + "; ".join(f"echo alice-secret > {p}" for p in places)
     )
     one_uid_worker.reconcile([run(spec("a-1", "alice", "sh", "-c", plant))])
     wait_until(
@@ -345,8 +350,11 @@ def leftovers_are_gone(one_uid_worker: WorkerProcess, name: str) -> None:
         what="alice's attempt ended and released",
     )
     alice = task_uid(one_uid_worker, "a-1")
-    # Bob's attempt gets the same uid (the pool has one): whatever alice left is gone.
-    look = "id -u; " + "; ".join(f"cat {p} 2>/dev/null" for p in places) + f"; ls -d /tmp/{name}.d 2>&1; true"
+    kept = Path(stdout_of(one_uid_worker, "a-1").split()[1], "kept")
+    assert kept.read_text() == "alice-secret\n"
+    # Bob's attempt gets the same uid (the pool has one): whatever alice left is gone, or not his.
+    look = "id -u; " + "; ".join(f"cat {p} 2>/dev/null" for p in [*places, kept])
+    look += f"; ls -d /tmp/{name}.d 2>&1; true"
     one_uid_worker.reconcile([run(spec("b-1", "bob", "sh", "-c", look))])
     wait_until(
         lambda: one_uid_worker.observe([keep("b-1")], "b-1").state is TaskState.SUCCEEDED,

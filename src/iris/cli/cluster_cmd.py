@@ -155,9 +155,10 @@ def cluster_start(
     local control plane (etcd, kube-apiserver, scheduler, controller-manager and Kueue from the
     cache of scripts/k8s-control-plane build, built first if missing) whose node is a real kubelet
     with containerd when this machine allows it (root; pods are containers of the local image
-    iris-test/python:3.11 and reach nothing beyond their node, so submit with --no-workspace),
-    else node agents running pods as local process groups (--real-node says which), or with
-    --kubeconfig in any cluster prepared with `iris k8s manifests | kubectl apply -f -`.
+    iris-test/python:3.11 and reach nothing beyond their node but the controller, which listens
+    also on the node's veth address, by token only), else node agents running pods as local
+    process groups (--real-node says which), or with --kubeconfig in any cluster prepared with
+    `iris k8s manifests | kubectl apply -f -`.
     """
     from iris.client.local_cluster import LocalCluster, machine_share
 
@@ -234,6 +235,13 @@ def cluster_start(
                 f"  kubernetes: real control plane at {lc.ready_info['k8s_server_url']} (with Kueue)"
             )
             console.print(f"  nodes:      {nodes} ({lc.ready_info['k8s_runtime']})")
+            if lc.ready_info.get("pod_controller_url"):
+                console.print(f"  pods reach: {lc.ready_info['pod_controller_url']} (the node's veth; by token only)")
+            elif lc.ready_info.get("k8s_real_node"):
+                console.print(
+                    "  pods reach: nothing (--no-auth: the controller stays on loopback, so workspace"
+                    " bundles, callables and gangs fail on the real node; submit with --no-workspace)"
+                )
         if "kubeconfig" in lc.ready_info:
             kubectl_config = lc.ready_info.get("admin_kubeconfig") or lc.ready_info["kubeconfig"]
             console.print(f"  kubeconfig: {kubectl_config}")

@@ -48,7 +48,19 @@ def controller() -> None:
 @click.option(
     "--advertise-url", help="URL tasks and workers use to reach the controller (default: the listen address)."
 )
+@click.option(
+    "--also-listen",
+    multiple=True,
+    metavar="HOST",
+    help="Serve on this address too, on the same port (repeatable); needs auth (the config's auth.tokens).",
+)
 @click.option("--image", help="Kubernetes backend: container image for task pods.")
+@click.option(
+    "--environment-dir",
+    help="Kubernetes backend: directory on each node where the environments of --pip and uv project "
+    "jobs are built once and reused (default /var/cache/iris/envs; the config's "
+    "kubernetes.environment_dir wins).",
+)
 @click.option(
     "--config",
     "config_path",
@@ -76,7 +88,9 @@ def controller_start(
     tick: float,
     worker_grace: float,
     advertise_url: str | None,
+    also_listen: tuple[str, ...],
     image: str | None,
+    environment_dir: str | None,
     config_path: Path | None,
     log_format: str | None,
     log_file: Path | None,
@@ -95,7 +109,9 @@ def controller_start(
         tick=tick,
         worker_grace=worker_grace,
         advertise_url=advertise_url,
+        also_listen=tuple(also_listen),
         image=image,
+        environment_dir=environment_dir,
         config=config_path,
         log_format=log_format,
         log_file=log_file,

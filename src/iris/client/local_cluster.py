@@ -81,6 +81,7 @@ class LocalCluster:
         local_queue: str = "iris",
         one_time_token: bool = False,
         real_node: str = "no",
+        pod_host: str | None = None,
     ) -> None:
         """``token``: when the controller requires one (a config with ``auth``), an admin token for
         the launcher's own checks; the workers it starts authenticate with ``worker_token``.
@@ -92,7 +93,14 @@ class LocalCluster:
 
         ``one_time_token`` (with no ``token`` given): the controller requires a token made up now,
         ``self.token`` (admin, as the current user; the dashboard URL carries it), and its workers
-        another; a web page the user opens cannot drive the cluster."""
+        another; a web page the user opens cannot drive the cluster.
+
+        ``pod_host`` (kubernetes backend, needs a token): the controller also listens on this
+        address, on the same port, and pods get it as their controller URL: the host end of a
+        local real node's veth, which its pods reach (bundles, callables' results, gangs); callables'
+        pods mount this machine's ``iris`` and ``cloudpickle`` (``host_runner``), so the node must be
+        this machine. Without a kubeconfig it is the local plane's real node's, when the machine runs
+        one and the cluster has a token."""
         self._tmp = None if state_dir is not None else tempfile.TemporaryDirectory(prefix="iris-local-")
         self.state_dir = Path(state_dir) if state_dir is not None else Path(self._tmp.name)  # type: ignore[union-attr]
         self.num_workers = workers
@@ -124,6 +132,7 @@ class LocalCluster:
         # kubernetes backend without a kubeconfig: a real kubelet + containerd node ("yes"), the
         # node agents ("no"), or the first when this machine allows it ("auto").
         self.real_node = real_node
+        self.pod_host = pod_host
         self.url = ""
         self.ready_info: dict[str, object] = {}
         self.controller: _Child | None = None
@@ -187,6 +196,10 @@ class LocalCluster:
                 self.ready_info.update({"kubeconfig": str(self.kubeconfig), "namespace": self.namespace})
             elif self.backend == "kubernetes":
                 argv += self._start_k8s_control_plane(timeout_s)
+            if self.backend == "kubernetes" and self.pod_host:
+                argv += ["--also-listen", self.pod_host, "--advertise-url", f"http://{self.pod_host}:{port}"]
+                argv += ["--host-runner"]  # the node is this machine: callables use our iris
+                self.ready_info["pod_controller_url"] = f"http://{self.pod_host}:{port}"
             self._controller_argv = argv
             self.controller = self._spawn("controller", argv, self._controller_env or None)
             if self.backend == "worker":
@@ -234,12 +247,16 @@ class LocalCluster:
                 "k8s_real_node": info.get("real_node"),
             }
         )
+        if info.get("node_ip") and self.pod_host is None and self.token is not None:
+            self.pod_host = str(info["node_ip"])  # the real node's pods reach the controller there
         image: list[str] = []
         if info.get("default_image") and "--image" not in self.controller_args:
             image = ["--image", str(info["default_image"])]
+        # The nodes' job environments in the state dir, not in /var/cache of this machine.
+        envs = ["--environment-dir", str(self.state_dir / "k8s" / "node-envs")]
         return [
             "--kubeconfig", str(info["controller_kubeconfig"]), "--namespace", str(info["namespace"]),
-            "--queue", str(info["local_queue"]), *image,
+            "--queue", str(info["local_queue"]), *image, *envs,
         ]  # fmt: skip
 
     def add_worker(
@@ -302,7 +319,9 @@ class LocalCluster:
         _wait_for_file(ready, self.controller.proc, "controller", self.controller.log_path, timeout_s)
 
     def restart_worker(self, worker_id: str, *, wait: bool = True) -> _Child:
-        """Start a worker daemon again with its id and state dir (it adopts its running attempts)."""
+        """Start a worker daemon again with its id and state dir (stopping it first if it runs). A
+        daemon that died (``kill -9``) left its container attempts running: the new one adopts them;
+        its process attempts were killed by its watchdog."""
         argv, env, ready = self._worker_launch[worker_id]
         old = next(w for w in self.workers if w.name == worker_id)
         self._terminate([old], 10.0)

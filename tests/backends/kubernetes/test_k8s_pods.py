@@ -428,3 +428,25 @@ def test_dollar_signs_reach_the_task_unchanged() -> None:
     env = env_of(pod)
     assert [expand(a, env) for a in container["command"]] == list(argv)
     assert expand(env["PRICE"], env) == "$(5) $$"
+
+
+def test_host_runner_mounts_this_machines_iris_into_callable_pods_only() -> None:
+    """``host_runner`` (a local real node): the runner's packages and the site-packages are
+    read-only hostPath volumes where the container runtime puts them, and the rendered command
+    runs with only those on its path; a command's pod gets none of it."""
+    from iris.cluster.runtime.container import RUNNER_DIR, runner_packages, worker_site_packages
+
+    config = CONFIG.model_copy(update={"host_runner": True})
+    pod = build(run_spec(entrypoint=Entrypoint.from_callable(_double, 21)), config)
+    container = pod["spec"]["containers"][0]
+    volumes = {v["name"]: v["hostPath"]["path"] for v in pod["spec"]["volumes"]}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"] if m.get("readOnly")}
+    assert mounts[f"{RUNNER_DIR}/iris"] == runner_packages()["iris"]
+    assert mounts[f"{RUNNER_DIR}/cloudpickle"] == runner_packages()["cloudpickle"]
+    assert sorted(set(mounts.values())) == sorted({*runner_packages().values(), *worker_site_packages()})
+    env = env_of(pod)
+    assert env["PYTHONPATH"] == RUNNER_DIR
+    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    command = build(run_spec(), config)
+    assert "volumes" not in command["spec"] and "PYTHONPATH" not in env_of(command)
+    assert "volumes" not in build(run_spec(entrypoint=Entrypoint.from_callable(_double, 21)))["spec"]

@@ -254,6 +254,22 @@ def test_an_init_container_the_image_cannot_start_fails_the_task_not_the_node() 
     )
 
 
+def test_an_init_container_that_failed_says_why_in_the_attempt() -> None:
+    """A bundle fetch that could not reach the controller: the attempt's error is its last line,
+    not only "the pod failed before its container started"."""
+    pod = make_pod(phase="Failed", container_state=waiting("PodInitializing"))
+    message = "could not fetch bundle ab12 from http://10.65.0.1:1/: <urlopen error [Errno 101] Network is unreachable>\n"
+    pod["status"]["initContainerStatuses"] = [
+        {
+            "name": "fetch-bundle",
+            "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": message}},
+        }
+    ]
+    obs = observe(pod)
+    assert obs.state is TaskState.WORKER_FAILED
+    assert obs.error == f"init container fetch-bundle exited with code 1: {message.strip()}"
+
+
 def test_an_environment_build_that_failed_is_an_environment_failure_of_the_task() -> None:
     """As the real kubelet reports the build-env init container that exited 1 (its log's tail as
     the message, FallbackToLogsOnError): the task failed, kind environment, with uv's words."""
@@ -272,6 +288,14 @@ def test_an_environment_build_that_failed_is_an_environment_failure_of_the_task(
     ]
     obs = observe(pod)
     assert obs.state is TaskState.FAILED and obs.error == summary and obs.runtime_released
+    # While it builds, the task is BUILDING and says so.
+    building = make_pod(phase="Pending", node="n0", container_state=waiting("PodInitializing"))
+    building["status"]["initContainerStatuses"] = [
+        {"name": "build-env", "state": {"running": {"startedAt": iso(T0)}}},
+    ]
+    obs = observe(building)
+    assert obs.state is TaskState.BUILDING and obs.message is not None
+    assert obs.message == "building the job's environment on node n0", obs.message
     # Killed without a word (OOM): still the environment's failure, said plainly.
     pod["status"]["initContainerStatuses"][1]["state"]["terminated"] = {
         "exitCode": 137,

@@ -64,10 +64,13 @@ def serve(
     extra_ready: dict[str, Any] | None = None,
     advertise_url: str | None = None,
     terminate_slices_on_exit: bool = False,
+    also_listen: tuple[str, ...] = (),
 ) -> None:
-    """Serve the API until SIGTERM/SIGINT, then stop the control loop."""
+    """Serve the API until SIGTERM/SIGINT, then stop the control loop. ``also_listen``: more
+    addresses served on the same port (a local real node's pods reach the controller there)."""
     sock = bind_socket(host, port)
     bound_port = sock.getsockname()[1]
+    sockets = [sock, *(bind_socket(extra, bound_port) for extra in also_listen)]
     url = f"http://{host}:{bound_port}"
     controller.set_url(advertise_url or url)
     app = create_app(controller, dashboard_dir=DASHBOARD_DIR)
@@ -91,7 +94,7 @@ def serve(
 
     threading.Thread(target=_announce, daemon=True).start()
     try:
-        server.run(sockets=[sock])
+        server.run(sockets=sockets)
     finally:
         controller.stop()
         if terminate_slices_on_exit and controller.autoscaler is not None:
@@ -111,6 +114,8 @@ def build_controller(
     tick_interval_s: float = 1.0,
     worker_grace_s: float = 10.0,
     config: ClusterConfig | None = None,
+    environment_dir: str | None = None,
+    host_runner: bool = False,
 ) -> Controller:
     """The controller a command line (and optionally a cluster config file) describes."""
     # 0700, every file 0600: the database holds every user's environment and the token secret.
@@ -125,6 +130,8 @@ def build_controller(
         tick_interval_s=tick_interval_s,
         worker_grace_s=worker_grace_s,
         config=config,
+        environment_dir=environment_dir,
+        host_runner=host_runner,
     )
     if config is not None:
         controller.logs.max_age_s = config.logs.max_age_hours * 3600
@@ -151,6 +158,8 @@ def _build_controller(
     tick_interval_s: float,
     worker_grace_s: float,
     config: ClusterConfig | None,
+    environment_dir: str | None = None,
+    host_runner: bool = False,
 ) -> Controller:
     db = open_db(state_dir)
     configured = config.auth.tokens if config is not None else []
@@ -192,6 +201,10 @@ def _build_controller(
         settings["default_image"] = image
     elif config is not None and config.defaults.task_image and "default_image" not in settings:
         settings["default_image"] = config.defaults.task_image
+    if environment_dir:  # a default: the config's kubernetes.environment_dir wins
+        settings.setdefault("environment_dir", environment_dir)
+    if host_runner:
+        settings["host_runner"] = True
     if not settings.get("kubeconfig"):
         settings["in_cluster"] = True
     k8s_config = KubernetesBackendConfig(**settings)
@@ -284,7 +297,12 @@ class ControllerOptions:
     worker_grace: float = 60.0
     terminate_slices_on_exit: bool = False
     advertise_url: str | None = None
+    # More addresses to serve on (same port); only with tokens (see ``check_also_listen``).
+    also_listen: tuple[str, ...] = ()
     image: str | None = None
+    environment_dir: str | None = None
+    # kubernetes backend: KubernetesBackendConfig.host_runner (a local cluster's real node).
+    host_runner: bool = False
     config: Path | None = None
     log_format: str | None = None
     log_file: Path | None = None
@@ -298,6 +316,18 @@ def listen_and_state(options: ControllerOptions, config: ClusterConfig | None) -
     port = options.port if options.port is not None else (section.port if section else 10000)
     state_dir = options.state_dir or (section.state_dir if section else Path.home() / ".iris" / "controller")
     return host, port, Path(state_dir).expanduser()
+
+
+def check_also_listen(addresses: tuple[str, ...], auth_enabled: bool) -> str | None:
+    """Why the controller must not serve on ``addresses`` (one sentence), or None: an address
+    beyond loopback takes callers by token only, so it needs auth (a config's ``auth.tokens`` or
+    a local cluster's one-time token)."""
+    if addresses and not auth_enabled:
+        return (
+            f"--also-listen {', '.join(addresses)} needs auth: configure auth.tokens (or start the"
+            " local cluster without --no-auth); an open controller listens on loopback only"
+        )
+    return None
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -333,7 +363,13 @@ def run(options: ControllerOptions) -> None:
         worker_grace_s=grace,
         config=config,
         image=options.image,
+        environment_dir=options.environment_dir,
+        host_runner=options.host_runner,
     )
+    refusal = check_also_listen(options.also_listen, controller.auth.enabled)
+    if refusal:
+        sys.stderr.write(f"error: {refusal}\n")
+        raise SystemExit(1)
     try:
         serve(
             controller,
@@ -342,6 +378,7 @@ def run(options: ControllerOptions) -> None:
             ready_file=options.ready_file,
             advertise_url=options.advertise_url,
             terminate_slices_on_exit=options.terminate_slices_on_exit,
+            also_listen=options.also_listen,
         )
     except KeyboardInterrupt:
         pass
@@ -372,7 +409,24 @@ def main(argv: list[str] | None = None) -> None:
         help="stop the autoscaler's machines when the controller stops (embedded local clusters)",
     )
     parser.add_argument("--advertise-url", help="URL tasks and workers use to reach this controller")
+    parser.add_argument(
+        "--also-listen",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="serve on this address too, on the same port (repeatable; needs auth)",
+    )
     parser.add_argument("--image", help="kubernetes backend: container image for task pods")
+    parser.add_argument(
+        "--environment-dir",
+        help="kubernetes backend: directory on each node where job environments are built "
+        "(unless the config sets kubernetes.environment_dir)",
+    )
+    parser.add_argument(
+        "--host-runner",
+        action="store_true",
+        help="kubernetes backend: callables' pods mount this machine's iris (its nodes are this machine)",
+    )
     parser.add_argument(
         "--config", type=Path, help="cluster config file (YAML); its scale groups enable the autoscaler"
     )
@@ -386,7 +440,9 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         help="write logs here instead of stderr, rotated at 20 MB x 5 (or $IRIS_LOG_FILE)",
     )
-    run(ControllerOptions(**vars(parser.parse_args(argv))))
+    args = parser.parse_args(argv)
+    args.also_listen = tuple(args.also_listen)
+    run(ControllerOptions(**vars(args)))
 
 
 if __name__ == "__main__":

@@ -352,7 +352,7 @@ class EnvironmentBuilder:
                 kill_uid(lease.uid)  # whatever the build left running (a daemonized build step)
                 UidPool.release(lease)
             shutil.rmtree(cache, ignore_errors=True)
-        seal(path)
+        seal(path, lease.uid if lease is not None else None)
         if in_image is None:  # in an image, the callable runner is mounted beside the task instead
             self._link_parent_site(path)
         if project is not None:
@@ -542,18 +542,24 @@ def build_environment(home: Path | None) -> dict[str, str]:
     return env
 
 
-def seal(path: Path) -> None:
+def seal(path: Path, builder: int | None = None) -> None:
     """Hand a built environment to this (the worker's) user, readable by all and writable by
-    none else: the uid that built it goes back to the pool, and the next holder must not alter it."""
+    none else: the uid that built it goes back to the pool, and the next holder must not alter it.
+    ``builder``: the uid that built it. What in it that uid does not own is a hard link to someone
+    else's file (``/etc/shadow`` where the kernel allows such links): removed, never made readable."""
     me = os.geteuid()
+    foreign = builder if builder is not None and builder != me else None
     for root, dirs, files in os.walk(path):
         for name in (*dirs, *files):
-            _seal_one(os.path.join(root, name), me)
-    _seal_one(str(path), me)
+            _seal_one(os.path.join(root, name), me, foreign)
+    _seal_one(str(path), me, None)
 
 
-def _seal_one(name: str, me: int) -> None:
+def _seal_one(name: str, me: int, builder: int | None = None) -> None:
     info = os.lstat(name)
+    if builder is not None and info.st_uid != builder and not stat.S_ISDIR(info.st_mode):
+        os.unlink(name)
+        return
     if stat.S_ISLNK(info.st_mode):
         if info.st_uid != me:
             os.lchown(name, me, me)

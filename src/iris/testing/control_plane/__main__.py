@@ -45,6 +45,8 @@ def _summary(cp: ControlPlane) -> dict[str, object]:
         "versions": cp.versions,
         "ready_seconds": cp.ready_seconds,
         "real_node": cp.real_node_name,
+        # The host end of the real node's veth: pods reach the host (a controller) there.
+        "node_ip": str(cp.real_node["node_ip"]) if cp.real_node else None,
     }
 
 

@@ -5,6 +5,8 @@ Where things live (nothing on a host interface, nothing beyond loopback and our 
 - a network namespace made here, joined to the host by a veth pair (``iris.testing.netns``):
   the host end's address is the node IP (the kubelet refuses a loopback one); containerd, the CNI
   bridge and every pod live in the namespace, with no route beyond the host and no masquerade;
+  the host routes the pod CIDR to the namespace end of the veth, so pods reach what listens on the
+  node IP (a local cluster's controller, ``--also-listen``) and the answers come back;
 - containerd in a private mount namespace (with tmpfs over ``/run/containerd`` and ``/run/netns``)
   under a child subreaper, so its mounts, shims and containers all end with it; the kubelet joins
   that mount namespace (it hands volume mounts to containerd) but stays in the host's network
@@ -18,6 +20,7 @@ CNI plugins, ``ip``, ``nsenter``/``unshare``).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import shutil
@@ -155,7 +158,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 """
 
 
-def _cni_config(pod_cidr: str, ipam_dir: Path) -> dict[str, Any]:
+def _cni_config(pod_cidr: str, ipam_dir: Path, node_ip: str) -> dict[str, Any]:
+    """The bridge (its address, the pod CIDR's first, is the pods' gateway) and one route in each
+    pod: to the veth's subnet, where the node IP is. No default route: nothing beyond the host."""
+    node_subnet = str(ipaddress.ip_network(f"{node_ip}/24", strict=False))
+    gateway = str(next(ipaddress.ip_network(pod_cidr).hosts()))
     return {
         "cniVersion": "0.4.0",
         "name": "iris-pods",
@@ -166,7 +173,12 @@ def _cni_config(pod_cidr: str, ipam_dir: Path) -> dict[str, Any]:
                 "isGateway": True,
                 "ipMasq": False,
                 "hairpinMode": True,
-                "ipam": {"type": "host-local", "ranges": [[{"subnet": pod_cidr}]], "dataDir": str(ipam_dir)},
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": pod_cidr, "gateway": gateway}]],
+                    "routes": [{"dst": node_subnet, "gw": gateway}],
+                    "dataDir": str(ipam_dir),
+                },
             }
         ],
     }
@@ -284,11 +296,19 @@ def _start(
     link.create()
     # The namespace side: forwarding between the pod bridge and the veth (this namespace only).
     subprocess.run(["ip", "netns", "exec", link.name, "sysctl", "-qw", "net.ipv4.ip_forward=1"], check=False)
+    # The host side: pods' addresses are behind the namespace end of the veth. Pods reach the
+    # controller on the node IP (the veth's host end), and its answers go back the same way, never
+    # out of the host's default route; a strict rp_filter accepts them for the same reason. The
+    # route goes with the veth at teardown.
+    route = ["ip", "route", "replace", state.pod_cidr, "via", state.ns_ip, "dev", state.host_if]
+    done = subprocess.run(route, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise StartupError(f"{' '.join(route)} failed: {done.stderr.strip()}")
     for hierarchy in _cgroup_hierarchies():
         (hierarchy / state.cgroup_root.lstrip("/")).mkdir(exist_ok=True)
     (cd_dir / "config.toml").write_text(_containerd_config(cd_dir, state.ns_ip))
     (cd_dir / "cni" / "10-iris.conflist").write_text(
-        json.dumps(_cni_config(state.pod_cidr, cd_dir / "ipam"), indent=2)
+        json.dumps(_cni_config(state.pod_cidr, cd_dir / "ipam", state.node_ip), indent=2)
     )
     # containerd: in the namespace, in a private mount namespace, under a subreaper.
     script = (

@@ -97,6 +97,14 @@ class KubernetesBackendConfig(BaseModel):
         "`cloud.google.com/gke-tpu-accelerator` node selector; the variant's size or `AxB[xC]` gives "
         "`cloud.google.com/gke-tpu-topology`.",
     )
+    host_runner: bool = Field(
+        default=False,
+        description="Python callables run with the controller's own `iris` and `cloudpickle` (and its "
+        "site-packages, last on the path) mounted read-only from the node's filesystem (hostPath), as "
+        "the worker backend does in images: only for nodes on the controller's own machine (`iris "
+        "cluster start --local --backend kubernetes` on a real node sets it). The image then needs "
+        "only a Python 3 of the controller's minor version, not an Iris install.",
+    )
     environment_dir: str = Field(
         default="/var/cache/iris/envs",
         pattern=r"^/",

@@ -303,3 +303,11 @@ def environment_failure(status: dict[str, Any]) -> str | None:
         detail = f": {last}" if last else ""
         return f"{ENVIRONMENT_ERROR_PREFIX}building the environment exited with code {code}{detail}"
     return None
+
+
+def environment_building(status: dict[str, Any]) -> bool:
+    """Whether the pod's environment build is running now (its init container)."""
+    return any(
+        init.get("name") == ENV_INIT_CONTAINER and (init.get("state") or {}).get("running")
+        for init in status.get("initContainerStatuses") or []
+    )

@@ -48,6 +48,13 @@ from iris.cluster.backends.kubernetes.naming import (
     pod_name,
 )
 from iris.cluster.runtime.attempt_env import task_contract_env
+from iris.cluster.runtime.container import (
+    RUNNER_DEPS_DIR,
+    RUNNER_DEPS_ENV,
+    RUNNER_DIR,
+    runner_packages,
+    worker_site_packages,
+)
 from iris.cluster.worker import safe_unpack as safe_unpack_module
 from iris.rpc.enums import ConstraintOp
 from iris.rpc.models import Constraint, RunSpec
@@ -212,6 +219,12 @@ def build_pod(
     gang = is_gang(spec)
     command = container_command(spec)
     env = task_env(spec, controller_url)
+    volumes: list[dict[str, Any]] = []
+    inits: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    host_runner = spec.entrypoint.kind == "callable" and config.host_runner
+    if host_runner:
+        env = {**env, **host_runner_env(env)}
     if gang:  # ranks now, the coordinator's address from the rendezvous init container (gang.py)
         command = gang_command(command)
         env = {**gang_static_env(spec), **env}
@@ -229,9 +242,6 @@ def build_pod(
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": dict(CONTAINER_SECURITY_CONTEXT),
     }
-    volumes: list[dict[str, Any]] = []
-    inits: list[dict[str, Any]] = []
-    mounts: list[dict[str, Any]] = []
     if spec.bundle_id:
         mounts.append({"name": WORKSPACE_VOLUME, "mountPath": WORKSPACE_DIR})
         container["workingDir"] = WORKSPACE_DIR
@@ -264,9 +274,12 @@ def build_pod(
         rendezvous["env"] += token_entries(spec, secret_name, TOKEN_ENV)
         rendezvous["securityContext"] = dict(CONTAINER_SECURITY_CONTEXT)
         inits.append(rendezvous)
+    if host_runner:
+        host_runner_volumes(volumes, mounts)
     if mounts:
         container["volumeMounts"] = mounts
         pod_spec["volumes"] = volumes
+    if inits:
         pod_spec["initContainers"] = inits
     pod_spec["containers"] = [container]
     return {
@@ -280,6 +293,29 @@ def build_pod(
         },
         "spec": pod_spec,
     }
+
+
+def host_runner_env(env: dict[str, str]) -> dict[str, str]:
+    """``host_runner``: the runner's packages first on the path, the site-packages last."""
+    before = env.get("PYTHONPATH")
+    fallback = [f"{RUNNER_DEPS_DIR}/{n}" for n in range(len(worker_site_packages()))]
+    return {
+        "PYTHONPATH": f"{RUNNER_DIR}:{before}" if before else RUNNER_DIR,
+        RUNNER_DEPS_ENV: ":".join(fallback),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def host_runner_volumes(volumes: list[dict[str, Any]], mounts: list[dict[str, Any]]) -> None:
+    """``host_runner``: the controller's ``iris`` and ``cloudpickle`` and its site-packages as
+    read-only hostPath volumes (the node is the controller's machine), where the container runtime
+    of the worker backend mounts them."""
+    places = [(f"{RUNNER_DIR}/{name}", path) for name, path in runner_packages().items()]
+    places += [(f"{RUNNER_DEPS_DIR}/{n}", path) for n, path in enumerate(worker_site_packages())]
+    for number, (inside, path) in enumerate(places):
+        name = f"iris-runner-{number}"
+        volumes.append({"name": name, "hostPath": {"path": path, "type": "Directory"}})
+        mounts.append({"name": name, "mountPath": inside, "readOnly": True})
 
 
 def bundle_init_container(

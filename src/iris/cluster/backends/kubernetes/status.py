@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from iris.cluster.backends.kubernetes.environment import environment_failure
+from iris.cluster.backends.kubernetes.environment import environment_building, environment_failure
 from iris.cluster.backends.kubernetes.naming import TASK_CONTAINER
 from iris.rpc.enums import TaskState
 
@@ -200,6 +200,18 @@ def _unstartable_init_container(status: dict[str, Any]) -> str | None:
     return None
 
 
+def _failed_init_container(status: dict[str, Any]) -> str | None:
+    for init in status.get("initContainerStatuses") or []:
+        terminated = (init.get("state") or {}).get("terminated") or {}
+        code = terminated.get("exitCode")
+        if code not in (None, 0):
+            lines = (terminated.get("message") or "").strip().splitlines()
+            return _join(
+                f"init container {init.get('name')} exited with code {code}", lines[-1] if lines else ""
+            )
+    return None
+
+
 def _failed(
     phase: str,
     status: dict[str, Any],
@@ -242,8 +254,11 @@ def _failed(
             runtime_released=True,
         )
     if not terminated:
-        # Failed before the task container ever ran: the node rejected the pod.
-        why = _join(reason or "the pod failed before its container started", detail)
+        # Failed before the task container ever ran: the node rejected the pod, or an init
+        # container (a bundle fetch, a gang rendezvous) failed; its last line says why.
+        why = _join(
+            reason or _failed_init_container(status) or "the pod failed before its container started", detail
+        )
         return PodObservation(
             TaskState.WORKER_FAILED, error=why, message=why, finished_at=finished_at, runtime_released=True
         )
@@ -311,6 +326,8 @@ def _pending(
         return PodObservation(TaskState.BUILDING, message=message)
     node = spec.get("nodeName")
     where = f" on node {node}" if node else ""
+    if environment_building(status):
+        return PodObservation(TaskState.BUILDING, message=f"building the job's environment{where}")
     if reason:
         return PodObservation(TaskState.BUILDING, message=f"starting{where}: {_join(reason, detail)}")
     return PodObservation(TaskState.BUILDING, message=f"starting{where}")
