@@ -367,3 +367,31 @@ def leftovers_are_gone(one_uid_worker: WorkerProcess, name: str) -> None:
     shared_memory = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]  # a System V segment too
     assert not [row for row in shared_memory if int(row.split()[7]) == alice]
     one_uid_worker.reconcile([])
+
+
+def test_a_uid_whose_holder_died_is_cleaned_before_it_is_leased_again(tmp_path: Path) -> None:
+    """A worker killed with -9 never gives its leases back: the flock goes with it, and the next
+    worker leasing that uid (another user's attempt) must not share it with what is left."""
+    uid = 298_000 + os.getpid() % 900
+    pool = UidPool(uid, uid, tmp_path / "leases")
+    lease = pool.acquire()
+    kept = Path(f"/tmp/iris-crashed-holder-{os.getpid()}")
+    leftover = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sh", "-c",
+         f"umask 077; echo secret > {kept}; exec sleep 300"],
+        start_new_session=True,
+    )  # fmt: skip
+    again = None
+    try:
+        wait_until(lambda: kept.exists(), timeout=10, what="the attempt's temp file")
+        os.close(lease.fd)  # its worker died holding the lease
+        again = pool.acquire()
+        assert again.uid == uid
+        assert leftover.wait(timeout=10) == -9  # killed before the uid was handed out again
+        assert not kept.exists()
+    finally:
+        if again is not None:
+            UidPool.release(again)
+        leftover.kill()
+        leftover.wait()
+        kept.unlink(missing_ok=True)
