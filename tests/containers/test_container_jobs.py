@@ -159,8 +159,9 @@ def test_a_worker_killed_with_kill_9_leaves_no_container(
     job = client.job(json.loads(result.stdout)["job_id"])
     [running] = wait_until(lambda: _managed_containers(client), timeout=60, what="the container running")
     worker = cluster.workers[0]
-    # kill -9: its watchdog kills the attempt (the CLI, and the container's init, found by its
-    # IRIS_ATTEMPT_UID environment), so the engine removes the container (--rm)
+    # kill -9: its watchdog kills the attempt's `docker run` CLI at once; the container runs on
+    # (for a restarted daemon to adopt) until the fencing deadline (5 s after the last reconcile
+    # here), when the watchdog, seeing no new daemon, removes it
     worker.proc.kill()
     worker.proc.wait()
     wait_until(

@@ -151,6 +151,30 @@ def test_local_cluster_starts_its_own_real_control_plane(tmp_path: Path) -> None
         lines = job.logs()
         assert lines[0] == "hello from the bundle"
         assert not lines[1].startswith(str(workspace))  # it ran from the pod's own workspace volume
+
+        # A uv project's environment is built on the node, in the cluster's state dir (no network:
+        # the project has no dependencies), not in /var/cache of this machine.
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "pyproject.toml").write_text(
+            '[project]\nname = "ws"\nversion = "0.1.0"\nrequires-python = ">=3.10"\ndependencies = []\n'
+        )
+        (project / "uv.lock").write_text(
+            'version = 1\nrevision = 5\nrequires-python = ">=3.10"\n\n'
+            '[[package]]\nname = "ws"\nversion = "0.1.0"\nsource = { virtual = "." }\n'
+        )
+        job = client.submit(
+            Entrypoint.from_command("python", "-c", "import sys; print('python:', sys.executable)"),
+            name="project-env",
+            resources=ResourceSpec(cpu=0.5, memory="256MB"),
+            workspace=project,
+        )
+        detail = job.wait(timeout=120)
+        lines = job.logs()
+        assert detail.state is JobState.SUCCEEDED, (detail.error, lines)
+        assert any(line.startswith("building environment") for line in lines), lines
+        python = next(line.removeprefix("python: ") for line in lines if line.startswith("python: "))
+        assert python.startswith(str(state / "k8s" / "node-envs") + "/"), lines
         client.close()
         plane = json.loads((state / "k8s" / "state.json").read_text())
         pids = list((plane.get("pids") or {}).values())

@@ -16,9 +16,10 @@ OOM, execution timeout, kill, exec and process status, a pod deleted from outsid
 failure (tests/journeys/test_real_kubelet.py); and pods that call the controller, in
 ``iris-test/python:3.11``: a workspace bundle from ``iris job run``, callables with
 ``Job.result()`` (a large one fetched by its pod), a 2-task gang whose members find task 0's
-address (tests/journeys/test_real_kubelet_calls_home.py). They stay on node-agent nodes
+address, the job model's bouncing and partly finished gangs
+(tests/journeys/test_real_kubelet_calls_home.py). They stay on node-agent nodes
 (``real_k8s``) when they need several nodes (constraints and pools across workers, preemption and
-quota stories sized for four nodes, bouncing and failing gangs, ``test_worker_scheduling``).
+quota stories sized for four nodes, a gang failing three times, ``test_worker_scheduling``).
 
 A journey reads as a story (submit -> run -> fail -> retry -> succeed) and calls ``step`` whenever
 it waits, so the invariants are checked on every state the cluster passes through:
@@ -237,10 +238,12 @@ BOUNCING_GANG_SCRIPT = (
 )
 
 
-def run_bouncing_gang(j: Journey, name: str, resources: ResourceSpec) -> JobDetail:
+def run_bouncing_gang(
+    j: Journey, name: str, resources: ResourceSpec, script: str = BOUNCING_GANG_SCRIPT
+) -> JobDetail:
     """Submit the bouncing gang and wait for it, checking on every poll that it is never split."""
     job = j.client.submit(
-        Entrypoint.from_command("sh", "-c", BOUNCING_GANG_SCRIPT),
+        Entrypoint.from_command("sh", "-c", script),
         name=name,
         replicas=2,
         resources=resources,

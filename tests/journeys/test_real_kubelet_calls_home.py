@@ -1,6 +1,7 @@
 """Journeys on the real node whose pods call the controller: a workspace bundle fetched by the
 ``fetch-bundle`` init container, a Python callable whose value comes back with ``Job.result()``,
-and a gang whose ``gang-rendezvous`` init containers publish and find task 0's address.
+and gangs whose ``gang-rendezvous`` init containers publish and find task 0's address (the job
+model's bouncing gang and partly finished gang too).
 
 The pods live in the real node's network namespace; the controller listens also on the host end
 of its veth (``LocalCluster(pod_host=...)``, ``--also-listen``), by token only, and hands pods
@@ -15,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.journeys.harness import Journey, journey_cluster
+from tests.journeys import test_job_model as job_model
+from tests.journeys.harness import BOUNCING_GANG_SCRIPT, Journey, journey_cluster, run_bouncing_gang
 
 from iris.client import CoschedulingConfig, Entrypoint, JobFailed, JobState, ResourceSpec
 from iris.testing.control_plane.cluster import ControlPlane
@@ -131,3 +133,19 @@ def test_a_gang_finds_its_coordinator_through_the_controller(j: Journey) -> None
     [address] = seen
     assert address.startswith("10."), address  # task 0's pod IP on the node's pod network
     assert "coordinator got hello from rank 1" in logs, logs
+
+
+# ----- the job model's gangs, unchanged from the other substrates ---------------------------------
+
+
+def test_gang_bounces_together_on_a_retryable_failure(j: Journey) -> None:
+    # The member Iris stops is a shell as the container's PID 1, which ignores an untrapped
+    # SIGTERM: trapped, or the kubelet waits the pod's whole grace period (30 s) before SIGKILL.
+    script = BOUNCING_GANG_SCRIPT.replace("sleep 30;", "trap 'exit 143' TERM; sleep 30 & wait;")
+    assert script != BOUNCING_GANG_SCRIPT
+    detail = run_bouncing_gang(j, "gang-neutral", job_model.SMALL, script)
+    assert detail.state is JobState.SUCCEEDED
+
+
+def test_gang_member_that_already_succeeded_stays_done(j: Journey) -> None:
+    job_model.test_gang_member_that_already_succeeded_stays_done(j)

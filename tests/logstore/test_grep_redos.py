@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from tests.conftest import wait_until
 
 from iris.client import IrisClient, LocalCluster
 from iris.cluster.controller.logstore.query import compile_user_pattern
@@ -50,6 +51,13 @@ def test_hostile_grep_returns_fast_and_health_answers_meanwhile(cluster: LocalCl
         )
         job.wait(timeout=120)
     job_id = job.job_id.lstrip("/")
+    with IrisClient(cluster.url) as client:  # a bystander, running on the worker meanwhile
+        bystander = client.submit(Entrypoint.from_command("sleep", "600"), name="bystander", workspace=False)
+        running = wait_until(
+            lambda: (t := bystander.detail().tasks[0]).state.value == "RUNNING" and t.current_attempt_uid,
+            timeout=60,
+            what="the bystander to run",
+        )
     with httpx.Client(base_url=cluster.url, timeout=30) as http:
         deadline = time.monotonic() + 60
         while True:  # the worker ships the log a moment after the task ends
@@ -81,6 +89,12 @@ def test_hostile_grep_returns_fast_and_health_answers_meanwhile(cluster: LocalCl
         assert answers[0].json()["lines"] == []  # no line ends in an a
         assert max(took) < 10, took
         assert statistics.median(health) < 0.1 and max(health) < 2, health
+
+        # No task was fenced or re-run: the bystander still runs its first attempt.
+        with IrisClient(cluster.url) as client:
+            task = client.job(bystander.job_id).detail().tasks[0]
+            assert (task.state.value, task.current_attempt_uid, task.attempt_count) == ("RUNNING", running, 1)
+            client.job(bystander.job_id).kill()
 
         bad = http.get(f"/api/v1/jobs/{job_id}:logs", params={"grep": r"(a)\1"})
         assert bad.status_code == 400

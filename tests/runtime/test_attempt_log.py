@@ -153,3 +153,32 @@ def test_no_whole_content_for_a_log_that_grew_rotated_or_was_appended_to(tmp_pat
     appended.close()
     assert rotated.rotations > 0
     assert [big.take_whole(), rotated.take_whole(), appended.take_whole()] == [None, None, None]
+
+
+def test_a_replayed_output_skips_what_the_log_holds(tmp_path: Path) -> None:
+    from iris.cluster.runtime.attempt_log import count_output_lines
+
+    path = tmp_path / "a.jsonl"
+    first = AttemptLogWriter(path, exclusive=True)
+    first.feed("stdout", b"one\ntwo\n" + b"x" * (MAX_LINE_BYTES + 5))  # a long line, cut: one piece logged
+    first.feed("stderr", b"e1\n")
+    first.system("daemon killed here")
+    first.close()
+    assert count_output_lines(path) == (2, 1)
+    again = AttemptLogWriter(path)  # a restarted worker appends the container's replayed output
+    again.skip_lines(*count_output_lines(path))
+    again.feed("stdout", b"one\ntw")
+    again.feed("stdout", b"o\n" + b"x" * (MAX_LINE_BYTES + 5) + b"\nthree\n")
+    again.feed("stderr", b"e1\ne2\n")
+    again.close()
+    lines = [(x["stream"], x["line"]) for x in read_log_page(path, 0, 100).lines if x["stream"] != "system"]
+    assert lines == [
+        ("stdout", "one"),
+        ("stdout", "two"),
+        ("stdout", "x" * MAX_LINE_BYTES),
+        ("stderr", "e1"),
+        # The line whose end the killed daemon never saw comes again whole (its first piece twice).
+        ("stdout", "x" * (MAX_LINE_BYTES + 5)),
+        ("stdout", "three"),
+        ("stderr", "e2"),
+    ]

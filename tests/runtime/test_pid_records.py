@@ -101,3 +101,30 @@ def test_killing_leftovers_only_reads_the_journal(tmp_path: Path) -> None:
     before = (tmp_path / JOURNAL).read_bytes()
     assert kill_leftover_trees(tmp_path, "w-none") == ["gone"]
     assert (tmp_path / JOURNAL).read_bytes() == before  # the watchdog never writes the daemon's journal
+
+
+def test_a_container_launcher_is_recorded_as_such_and_killed_alone(tmp_path: Path) -> None:
+    import subprocess
+
+    from iris.cluster.runtime.pid_records import kill_launchers
+    from iris.cluster.runtime.proc_table import boot_id, read_proc
+
+    launcher = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        info = read_proc(launcher.pid)
+        assert info is not None
+        mine = PidRecord("c", launcher.pid, info.start_ticks, boot_id(), 1234, container=True)
+        journal = PidJournal(tmp_path)
+        journal.started(mine)
+        journal.started(PidRecord("p", 77, 1, "boot-1", -1, container=True))
+        journal.close()
+        assert sorted(load_pid_records(tmp_path), key=lambda r: r.attempt_uid) == [
+            mine,
+            PidRecord("p", 77, 1, "boot-1", -1, container=True),
+        ]
+        # Only the recorded tree: not every process of its task uid, nor its environment's.
+        assert kill_launchers([mine]) == ["c"]
+        assert launcher.wait(timeout=10) == -9
+    finally:
+        launcher.kill()
+        launcher.wait()

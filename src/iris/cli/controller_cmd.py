@@ -56,6 +56,12 @@ def controller() -> None:
 )
 @click.option("--image", help="Kubernetes backend: container image for task pods.")
 @click.option(
+    "--environment-dir",
+    help="Kubernetes backend: directory on each node where the environments of --pip and uv project "
+    "jobs are built once and reused (default /var/cache/iris/envs; the config's "
+    "kubernetes.environment_dir wins).",
+)
+@click.option(
     "--config",
     "config_path",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -84,6 +90,7 @@ def controller_start(
     advertise_url: str | None,
     also_listen: tuple[str, ...],
     image: str | None,
+    environment_dir: str | None,
     config_path: Path | None,
     log_format: str | None,
     log_file: Path | None,
@@ -104,6 +111,7 @@ def controller_start(
         advertise_url=advertise_url,
         also_listen=tuple(also_listen),
         image=image,
+        environment_dir=environment_dir,
         config=config_path,
         log_format=log_format,
         log_file=log_file,

@@ -252,9 +252,11 @@ class LocalCluster:
         image: list[str] = []
         if info.get("default_image") and "--image" not in self.controller_args:
             image = ["--image", str(info["default_image"])]
+        # The nodes' job environments in the state dir, not in /var/cache of this machine.
+        envs = ["--environment-dir", str(self.state_dir / "k8s" / "node-envs")]
         return [
             "--kubeconfig", str(info["controller_kubeconfig"]), "--namespace", str(info["namespace"]),
-            "--queue", str(info["local_queue"]), *image,
+            "--queue", str(info["local_queue"]), *image, *envs,
         ]  # fmt: skip
 
     def add_worker(
@@ -317,7 +319,9 @@ class LocalCluster:
         _wait_for_file(ready, self.controller.proc, "controller", self.controller.log_path, timeout_s)
 
     def restart_worker(self, worker_id: str, *, wait: bool = True) -> _Child:
-        """Start a worker daemon again with its id and state dir (it adopts its running attempts)."""
+        """Start a worker daemon again with its id and state dir (stopping it first if it runs). A
+        daemon that died (``kill -9``) left its container attempts running: the new one adopts them;
+        its process attempts were killed by its watchdog."""
         argv, env, ready = self._worker_launch[worker_id]
         old = next(w for w in self.workers if w.name == worker_id)
         self._terminate([old], 10.0)

@@ -6,8 +6,10 @@ whether two attempts of one task were ever alive at once (double-active), and th
 attempts and events say whether any task was lost or reopened.
 
 Faults (``FAULTS``):
-- ``worker_kill``: ``kill -9`` of a worker daemon (its attempts keep running), restarted after a
-  short pause; it adopts its attempts from its pid records.
+- ``worker_kill``: ``kill -9`` of a worker daemon, restarted after a short pause with its id and
+  state dir. Its watchdog kills its process attempts at once (their output pipes died with the
+  daemon: they cannot be adopted; the controller retries them); container attempts run on in the
+  engine and the restarted daemon adopts them (docs/containers.md). The chaos tasks are processes.
 - ``worker_stop``: ``SIGSTOP`` of a worker daemon for longer than the controller's grace, then
   ``SIGCONT`` (a hung daemon; also how a partition looks from both ends).
 - ``controller_kill``: ``kill -9`` of the controller, restarted at once on the same state dir.

@@ -114,6 +114,7 @@ def build_controller(
     tick_interval_s: float = 1.0,
     worker_grace_s: float = 10.0,
     config: ClusterConfig | None = None,
+    environment_dir: str | None = None,
     host_runner: bool = False,
 ) -> Controller:
     """The controller a command line (and optionally a cluster config file) describes."""
@@ -129,6 +130,7 @@ def build_controller(
         tick_interval_s=tick_interval_s,
         worker_grace_s=worker_grace_s,
         config=config,
+        environment_dir=environment_dir,
         host_runner=host_runner,
     )
     if config is not None:
@@ -156,6 +158,7 @@ def _build_controller(
     tick_interval_s: float,
     worker_grace_s: float,
     config: ClusterConfig | None,
+    environment_dir: str | None = None,
     host_runner: bool = False,
 ) -> Controller:
     db = open_db(state_dir)
@@ -198,6 +201,8 @@ def _build_controller(
         settings["default_image"] = image
     elif config is not None and config.defaults.task_image and "default_image" not in settings:
         settings["default_image"] = config.defaults.task_image
+    if environment_dir:  # a default: the config's kubernetes.environment_dir wins
+        settings.setdefault("environment_dir", environment_dir)
     if host_runner:
         settings["host_runner"] = True
     if not settings.get("kubeconfig"):
@@ -295,6 +300,7 @@ class ControllerOptions:
     # More addresses to serve on (same port); only with tokens (see ``check_also_listen``).
     also_listen: tuple[str, ...] = ()
     image: str | None = None
+    environment_dir: str | None = None
     # kubernetes backend: KubernetesBackendConfig.host_runner (a local cluster's real node).
     host_runner: bool = False
     config: Path | None = None
@@ -357,6 +363,7 @@ def run(options: ControllerOptions) -> None:
         worker_grace_s=grace,
         config=config,
         image=options.image,
+        environment_dir=options.environment_dir,
         host_runner=options.host_runner,
     )
     refusal = check_also_listen(options.also_listen, controller.auth.enabled)
@@ -411,6 +418,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--image", help="kubernetes backend: container image for task pods")
     parser.add_argument(
+        "--environment-dir",
+        help="kubernetes backend: directory on each node where job environments are built "
+        "(unless the config sets kubernetes.environment_dir)",
+    )
+    parser.add_argument(
         "--host-runner",
         action="store_true",
         help="kubernetes backend: callables' pods mount this machine's iris (its nodes are this machine)",
@@ -428,8 +440,9 @@ def main(argv: list[str] | None = None) -> None:
         type=Path,
         help="write logs here instead of stderr, rotated at 20 MB x 5 (or $IRIS_LOG_FILE)",
     )
-    args = vars(parser.parse_args(argv))
-    run(ControllerOptions(**{**args, "also_listen": tuple(args["also_listen"])}))
+    args = parser.parse_args(argv)
+    args.also_listen = tuple(args.also_listen)
+    run(ControllerOptions(**vars(args)))
 
 
 if __name__ == "__main__":

@@ -119,20 +119,34 @@ class AttemptLogWriter:
         self._written = 0 if exclusive else os.lseek(self._fd, 0, os.SEEK_END)
         self.rotations = 0
         self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
+        # Complete lines of each stream to leave out (``skip_lines``): already in the log.
+        self._skip: dict[str, int] | None = None
         self._lock = threading.Lock()
         self._write_failed = False
         self._copy: bytearray | None = bytearray() if exclusive else None
         # Longest first, so a secret containing another is masked whole.
         self._masks = sorted({m for m in masks if len(m) >= MIN_MASKED_SECRET}, key=len, reverse=True)
 
+    def skip_lines(self, stdout: int, stderr: int) -> None:
+        """Leave out the first ``stdout`` / ``stderr`` complete lines fed (a replayed output whose
+        beginning this log holds already: an adopted container's)."""
+        with self._lock:
+            self._skip = {"stdout": stdout, "stderr": stderr}
+
     def feed(self, stream: Stream, data: bytes) -> None:
         ts = time.time()
         with self._lock:
             buf = self._partial[stream] + data
             *complete, rest = buf.split(b"\n")
+            if self._skip is not None and self._skip[stream] > 0:
+                left = self._skip[stream]
+                self._skip[stream] = max(0, left - len(complete))
+                complete = complete[left:]
             out = [self._encode_line(ts, stream, line) for line in complete]
+            skipping = self._skip is not None and self._skip[stream] > 0
             while len(rest) > MAX_LINE_BYTES:
-                out.append(self._encode_line(ts, stream, rest[:MAX_LINE_BYTES]))
+                if not skipping:
+                    out.append(self._encode_line(ts, stream, rest[:MAX_LINE_BYTES]))
                 rest = rest[MAX_LINE_BYTES:]
             self._partial[stream] = rest
             if out:
@@ -206,6 +220,30 @@ class AttemptLogWriter:
             if not self._write_failed:
                 logger.warning("cannot write the log %s: %s", self.path, exc)
             self._write_failed = True
+
+
+def count_output_lines(path: str | Path, files: int = LOG_FILES) -> tuple[int, int]:
+    """(stdout, stderr) lines of the task's output in an attempt's log (rotated files included):
+    how much of the output a restarted worker must not log again. A piece of a line cut at
+    ``MAX_LINE_BYTES`` does not count (only the line's last piece ends a line)."""
+    counts = {"stdout": 0, "stderr": 0}
+    for name in rotated_paths(path, files):
+        try:
+            f = open(name, "rb")  # noqa: SIM115
+        except FileNotFoundError:
+            continue
+        with f:
+            for raw in f:
+                if not raw.endswith(b"\n"):
+                    break  # torn by a crash: never read as a line
+                try:
+                    entry = json.loads(raw)
+                except ValueError:
+                    continue
+                stream = entry.get("stream")
+                if stream in counts and len(entry.get("line", "").encode()) != MAX_LINE_BYTES:
+                    counts[stream] += 1
+    return counts["stdout"], counts["stderr"]
 
 
 @dataclass(frozen=True, slots=True)

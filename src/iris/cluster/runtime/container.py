@@ -11,8 +11,10 @@ and SIGTERM to it reaches the task (``--sig-proxy`` and ``--init``). The contain
   isolation;
 - the attempt's work dir (its workspace bundle) bind-mounted at the same path and used as the
   working dir, exactly where a process attempt runs;
-- labels ``iris.managed``, ``iris.attempt``, ``iris.job``, ``iris.task``, ``iris.worker``: a restarted
-  worker (or its watchdog) finds and removes what a previous run left.
+- labels ``iris.managed``, ``iris.attempt``, ``iris.job``, ``iris.task``, ``iris.worker`` (and
+  ``iris.timeout-s``, ``iris.secret-env`` when set): a restarted worker adopts the running
+  containers a previous run left (``adopt``, ``follow``, ``await_exit``: ``docker logs --follow`` and
+  ``docker wait``), and removes the rest; the watchdog removes them when fencing.
 
 Images: ``image inspect``, then ``pull`` under a per-image lock (at most ``PULL_ATTEMPTS`` pulls, the
 CLI's progress lines in the attempt log); a failure is one sentence starting with ``image <name>``
@@ -34,9 +36,10 @@ import sysconfig
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from iris.cluster.runtime.task_runtime import ExitFacts, Launch
+from iris.cluster.runtime.task_runtime import Adoption, ExitFacts, Launch, LeftAttempt
 from iris.rpc.models import RunSpec
 from iris.rpc.units import format_bytes
 
@@ -49,6 +52,11 @@ _PRESENT_TTL_S = 60.0
 _CLI_TIMEOUT_S = 60.0
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 MANAGED_LABEL = "iris.managed"
+# Labels a restarted worker needs to adopt a container: the attempt's timeout, and the names of
+# its secret variables (their values are in the container's config), to mask them in its log.
+TIMEOUT_LABEL = "iris.timeout-s"
+SECRETS_LABEL = "iris.secret-env"
+_SAFE_UID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 # Where a callable's runner finds the iris package and cloudpickle inside the container (first on
 # its PYTHONPATH), and the worker's own site-packages (pydantic for the Iris client, and whatever
 # else a pickled callable refers to), which the runner puts last on its path: the image's own
@@ -111,6 +119,8 @@ class ContainerTaskRuntime:
         self._limits: dict[str, int] = {}
         self._pids: dict[str, int] = {}
         self._callables: set[str] = set()
+        # Adopted attempts: their ``docker wait`` (the exit code, once the container ends).
+        self._waits: dict[str, subprocess.Popen[str]] = {}
 
     # ------------------------------------------------------------------ TaskRuntime
 
@@ -161,6 +171,8 @@ class ContainerTaskRuntime:
             f"iris.task={spec.task_id}",
             "--label",
             f"iris.worker={self.worker_id}",
+            *(["--label", f"{TIMEOUT_LABEL}={spec.timeout_s:g}"] if spec.timeout_s else ()),
+            *(["--label", f"{SECRETS_LABEL}={','.join(sorted(spec.secret_env))}"] if spec.secret_env else ()),
             "-v",
             f"{work_dir}:{work_dir}",
             "-w",
@@ -218,9 +230,27 @@ class ContainerTaskRuntime:
 
     def observe(self, attempt_uid: str, returncode: int) -> ExitFacts:
         name = container_name(self.worker_id, attempt_uid)
+        facts = ExitFacts()
+        waiter = self._waits.pop(attempt_uid, None)
+        if waiter is not None:  # adopted: its ``docker logs`` has ended; ``docker wait`` has the exit code
+            code = _waited(waiter, wait=returncode >= 0)
+            if returncode < 0 or code is None:
+                self.release(attempt_uid)
+            if code is None:
+                self._limits.pop(attempt_uid, None)
+                self._pids.pop(attempt_uid, None)
+                if returncode < 0:
+                    return ExitFacts()
+                return ExitFacts(
+                    lost=True,
+                    message="its container ended while the worker was down or restarting: its exit "
+                    "code and last output are unknown",
+                )
+            returncode = code
         limit = self._limits.pop(attempt_uid, 0)
         self._pids.pop(attempt_uid, None)
-        facts = ExitFacts()
+        if waiter is None or facts.message is None:
+            facts = ExitFacts(exit_code=returncode if waiter is not None else None)
         if attempt_uid in self._callables:
             self._callables.discard(attempt_uid)
             if returncode == 127:  # the engine could not find the command in the image
@@ -253,8 +283,13 @@ class ContainerTaskRuntime:
 
     def kill(self, attempt_uid: str, grace_s: float) -> None:
         # SIGTERM to the attempt's ``docker run`` reaches the task (sig-proxy, --init); if the CLI
-        # is SIGKILLed after the grace, ``observe`` removes the container with ``rm -f``.
-        return None
+        # is SIGKILLed after the grace, ``observe`` removes the container with ``rm -f``. An
+        # adopted container has no ``docker run`` of ours: the engine passes the SIGTERM on.
+        if attempt_uid in self._waits:
+            name = container_name(self.worker_id, attempt_uid)
+            threading.Thread(
+                target=self._run, args=(["kill", "--signal", "TERM", name],), daemon=True
+            ).start()
 
     def exec_argv(self, attempt_uid: str, argv: Sequence[str]) -> list[str]:
         return [self.cli, "exec", container_name(self.worker_id, attempt_uid), *argv]
@@ -287,12 +322,97 @@ class ContainerTaskRuntime:
             self._pids[attempt_uid] = pid
         return pid
 
-    def adopt(self, live_attempt_uids: frozenset[str]) -> list[str]:
-        """Containers a previous run of this worker left: the live attempts' are kept, the rest removed."""
-        stale = [name for name, uid in self._listed() if uid not in live_attempt_uids]
-        if stale:
-            self._run(["rm", "-f", *stale])
-        return stale
+    def adopt(self, work_root: str) -> Adoption:
+        """Containers a previous run of this worker left (labelled with its id, working in a
+        directory under ``work_root``: a worker of another cluster may have the same id): the
+        running ones are returned to be adopted; the others (created but never started, or exited
+        and kept) are removed."""
+        listed = self._listed()
+        if not listed:
+            return Adoption()
+        running: list[LeftAttempt] = []
+        removed: list[str] = []
+        described = self._describe([name for name, _ in listed])
+        for name, uid in listed:
+            found = described.get(name)
+            if found is None:
+                continue  # gone meanwhile
+            status, left = found
+            if not left.work_dir.startswith(work_root.rstrip("/") + "/"):
+                continue  # not this worker's
+            if status == "running" and _SAFE_UID.match(uid) and left.attempt_uid == uid:
+                running.append(left)
+            else:
+                removed.append(name)
+        if removed:
+            self._run(["rm", "-f", *removed])
+        return Adoption(tuple(running), tuple(removed))
+
+    def follow(self, left: LeftAttempt) -> tuple[list[str], dict[str, str]]:
+        """``docker logs --follow``: the container's whole output (the caller skips what is
+        logged already), until it ends."""
+        return [self.cli, "logs", "--follow", left.name], dict(self._env)
+
+    def await_exit(self, left: LeftAttempt) -> None:
+        """Start a ``docker wait`` on an adopted container (at once: ``--rm`` removes it, exit code
+        and all, as soon as it ends); ``observe`` reads the exit code from it."""
+        self._waits[left.attempt_uid] = subprocess.Popen(
+            [self.cli, "wait", left.name],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=self._env,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        if left.memory_bytes:
+            self._limits[left.attempt_uid] = left.memory_bytes
+
+    def _describe(self, names: Sequence[str]) -> dict[str, tuple[str, LeftAttempt]]:
+        """Each of ``names`` still there: its state and what adopting it needs (one ``inspect``)."""
+        fields = "\t".join(
+            (
+                "{{.Name}}",
+                "{{.State.Status}}",
+                "{{json .Config.Labels}}",
+                "{{.HostConfig.Memory}}",
+                "{{.Config.WorkingDir}}",
+                "{{.Config.User}}",
+                "{{.State.StartedAt}}",
+                "{{json .Config.Env}}",
+            )
+        )
+        result = self._run(["inspect", "--format", fields, *names])
+        found: dict[str, tuple[str, LeftAttempt]] = {}
+        for line in result.stdout.splitlines():  # a container gone meanwhile: no line, an error
+            parts = line.split("\t")
+            if len(parts) != 8:
+                continue
+            name, status, labels_json, memory, work_dir, user, started, env_json = parts
+            try:
+                labels = json.loads(labels_json) or {}
+                env = dict(e.split("=", 1) for e in (json.loads(env_json) or []) if "=" in e)
+                timeout = labels.get(TIMEOUT_LABEL)
+                secrets = [key for key in labels.get(SECRETS_LABEL, "").split(",") if key]
+                found[name.lstrip("/")] = (
+                    status,
+                    LeftAttempt(
+                        attempt_uid=labels.get("iris.attempt", ""),
+                        name=name.lstrip("/"),
+                        job_id=labels.get("iris.job", ""),
+                        task_id=labels.get("iris.task", ""),
+                        work_dir=work_dir,
+                        memory_bytes=int(memory or 0),
+                        task_uid=int(user.split(":")[0]) if user.split(":")[0].isdigit() else None,
+                        started_at=_engine_time(started),
+                        timeout_s=float(timeout) if timeout else None,
+                        masks=tuple(env[key] for key in secrets if key in env),
+                    ),
+                )
+            except (ValueError, TypeError, AttributeError):
+                continue
+        return found
 
     def remove_attempts(self, attempt_uids: Collection[str]) -> list[str]:
         """Remove this worker's containers of ``attempt_uids`` whatever their state (the watchdog's
@@ -322,6 +442,9 @@ class ContainerTaskRuntime:
         return [(name, uid) for name, _, uid in pairs if name]
 
     def release(self, attempt_uid: str) -> None:
+        waiter = self._waits.pop(attempt_uid, None)
+        if waiter is not None:
+            _waited(waiter, wait=False)
         self._limits.pop(attempt_uid, None)
         self._callables.discard(attempt_uid)
         self._pids.pop(attempt_uid, None)
@@ -429,8 +552,11 @@ class ContainerTaskRuntime:
             args += ["-v", f"{source}:{target}" + (":ro" if read_only else "")]
         process_env = dict(self._env)
         for key, value in env.items():
-            args += ["-e", key]
-            process_env[key] = value
+            if steers_the_cli(key):  # HOME (the build's own dir), PATH (the image's): not the CLI's
+                args += ["-e", f"{key}={value}"]
+            else:
+                args += ["-e", key]
+                process_env[key] = value
         return [*args, image, *argv], process_env
 
     def remove(self, name: str) -> None:
@@ -463,6 +589,28 @@ class ContainerTaskRuntime:
         except (OSError, subprocess.TimeoutExpired) as exc:
             logger.warning("%s %s failed: %s", self.cli, " ".join(args[:2]), exc)
             return subprocess.CompletedProcess([self.cli, *args], 1, "", str(exc))
+
+
+def _waited(waiter: subprocess.Popen[str], *, wait: bool) -> int | None:
+    """The exit code ``docker wait`` printed; None if it could not tell (the container was gone
+    before it started). ``wait=False``: only if it has already finished (it is killed otherwise)."""
+    try:
+        out, _ = waiter.communicate(timeout=_CLI_TIMEOUT_S if wait else 0.01)
+    except subprocess.TimeoutExpired:
+        waiter.kill()
+        waiter.communicate()
+        return None
+    text = (out or "").strip()
+    return int(text) if waiter.returncode == 0 and text.lstrip("-").isdigit() else None
+
+
+def _engine_time(text: str) -> float | None:
+    """An engine timestamp (RFC 3339, nanoseconds) as epoch seconds."""
+    try:
+        head, _, frac = text.rstrip("Z").partition(".")
+        return datetime.fromisoformat(head + "+00:00").timestamp() + (float(f"0.{frac}") if frac else 0.0)
+    except ValueError:
+        return None
 
 
 @functools.cache

@@ -78,6 +78,19 @@ class UidPool:
             return UidLease(uid, fd)
         raise IsolationError(f"every task uid in {self.first}-{self.last} is in use on this machine")
 
+    def acquire_uid(self, uid: int) -> UidLease | None:
+        """Lease this uid (one a restarted worker's adopted attempt still runs as); None if it is
+        outside the pool or leased already."""
+        if not self.first <= uid <= self.last:
+            return None
+        fd = os.open(self.lease_dir / str(uid), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return None
+        return UidLease(uid, fd)
+
     @staticmethod
     def release(lease: UidLease) -> None:
         """Give ``lease`` back (the caller has made sure no process of its uid is left), after

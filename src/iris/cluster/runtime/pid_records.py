@@ -2,9 +2,11 @@
 
 All records live in one append-only journal, ``<state>/pids/journal``, one line per event:
 
-    + <attempt_uid> <pgid> <start_ticks> <boot_id> [<task_uid>]
+    + <attempt_uid> <pgid> <start_ticks> <boot_id> [<task_uid> [c]]
                                                        the attempt's process group started (as
-                                                       its own uid, when the worker isolates)
+                                                       its own uid, when the worker isolates;
+                                                       ``c``: it is the launcher of a container,
+                                                       which the engine keeps running without it)
     - <attempt_uid>                                    its process tree is gone (released)
 
 An attempt is recorded while its last line is a ``+``. The start time (clock ticks since boot,
@@ -53,12 +55,17 @@ class PidRecord:
     # The uid the attempt runs as (a root worker's per-attempt uid), or -1: every process of that
     # uid is the attempt's, whatever it did to its group, session or environment.
     task_uid: int = -1
+    # The recorded process only launches (or follows) a container: the task runs in the engine's
+    # container, which survives the worker daemon (a restarted worker adopts it).
+    container: bool = False
 
 
 def _start_line(record: PidRecord) -> bytes:
     # Attempt uids are plain names and the boot id a UUID: no spaces or newlines in a field.
     line = f"+ {record.attempt_uid} {record.pgid} {record.start_ticks} {record.boot_id or '-'}"
-    if record.task_uid >= 0:
+    if record.container:
+        line += f" {record.task_uid} c"
+    elif record.task_uid >= 0:
         line += f" {record.task_uid}"
     return (line + "\n").encode()
 
@@ -142,10 +149,14 @@ def parse_journal(data: bytes) -> dict[str, PidRecord]:
     for raw in lines[:-1]:  # the last piece has no newline: empty, or torn by a crash
         fields = raw.decode(errors="replace").split(" ")
         try:
-            if fields[0] == "+" and len(fields) in (5, 6):
+            if fields[0] == "+" and len(fields) in (5, 6, 7):
                 boot = "" if fields[4] == "-" else fields[4]
-                task_uid = int(fields[5]) if len(fields) == 6 else -1
-                live[fields[1]] = PidRecord(fields[1], int(fields[2]), int(fields[3]), boot, task_uid)
+                task_uid = int(fields[5]) if len(fields) >= 6 else -1
+                if len(fields) == 7 and fields[6] != "c":
+                    raise ValueError(raw)
+                live[fields[1]] = PidRecord(
+                    fields[1], int(fields[2]), int(fields[3]), boot, task_uid, container=len(fields) == 7
+                )
             elif fields[0] == "-" and len(fields) == 2:
                 live.pop(fields[1], None)
             else:
@@ -218,3 +229,27 @@ def kill_leftover_trees(pids_dir: Path, worker_id: str, records: list[PidRecord]
             "killed %d leftover processes of %d attempts from a previous run", len(targets), len(records)
         )
     return sorted(uids)
+
+
+def kill_launchers(records: list[PidRecord]) -> list[str]:
+    """SIGKILL the recorded launcher trees of container attempts (the ``docker run`` CLI or the
+    follower of an adopted container), found only from their recorded group leader: the
+    containers' own processes (children of the engine, with the attempt's environment and uid)
+    are left running, for a restarted worker to adopt. Returns the attempt uids."""
+    if not records:
+        return []
+    current_boot = boot_id()
+    table = scan_process_table()
+    me = os.getpid()
+    targets: set[int] = set()
+    for record in records:
+        leader = table.get(record.pgid)
+        if record.boot_id == current_boot and leader is not None and leader.start_ticks == record.start_ticks:
+            targets |= process_tree(table, record.pgid, record.pgid)
+    targets.discard(me)
+    for pid in targets:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return sorted(record.attempt_uid for record in records)

@@ -31,6 +31,7 @@ from iris.cluster.runtime.attempt_log import (
     AttemptLogWriter,
     LineIndex,
     attempt_log_path,
+    count_output_lines,
     logged_attempt,
     read_log_page,
     remove_log,
@@ -48,7 +49,13 @@ from iris.cluster.runtime.exec_path import resolve_executable
 from iris.cluster.runtime.inspect import describe_processes, run_beside
 from iris.cluster.runtime.io_loop import IoLoop
 from iris.cluster.runtime.isolation import Isolation, UidLease, UidPool
-from iris.cluster.runtime.pid_records import PidJournal, PidRecord, kill_leftover_trees
+from iris.cluster.runtime.pid_records import (
+    PidJournal,
+    PidRecord,
+    kill_launchers,
+    kill_leftover_trees,
+    load_pid_records,
+)
 from iris.cluster.runtime.policy import KillReason, LimitView, decide_enforcements, final_outcome
 from iris.cluster.runtime.private_state import TASK_UMASK
 from iris.cluster.runtime.proc_table import (
@@ -65,7 +72,7 @@ from iris.cluster.runtime.proc_table import (
     uid_processes,
 )
 from iris.cluster.runtime.profiling import container_task_pid
-from iris.cluster.runtime.task_runtime import Launch, TaskRuntime
+from iris.cluster.runtime.task_runtime import Adoption, Launch, LeftAttempt, TaskRuntime
 from iris.rpc.enums import TERMINAL_TASK_STATES, TaskState
 from iris.rpc.errors import FailedPrecondition, NotFound
 from iris.rpc.models import AttemptObservation, LogLine, LogsResponse, RunSpec
@@ -182,6 +189,10 @@ class _Attempt:
         self.env: dict[str, str] = {}
         # What runs it beyond a plain process group (a container); None: the process runtime.
         self.runtime: TaskRuntime | None = None
+        # An adopted container's (it has no spec): its task and timeout, from the container's labels.
+        self.task_id: str | None = None
+        self.timeout_s: float | None = None
+        self.adopted = False
 
     def snapshot(self) -> AttemptObservation:
         """What the worker reports about this attempt (the one observation type, worker to kernel)."""
@@ -325,20 +336,39 @@ class SubprocessRuntime:
         # takes it (``take_finished_log``): oldest first, a few hundred at most.
         self._small_logs: dict[str, bytes] = {}
 
-        self.leftovers_killed = kill_leftover_trees(self.pids_dir, worker_id)
+        # A previous run's process trees die (their output pipes died with it); its containers'
+        # launchers die too, but the containers themselves run on in the engine, to be adopted.
+        previous = load_pid_records(self.pids_dir)
+        self.leftovers_killed = kill_leftover_trees(
+            self.pids_dir, worker_id, [record for record in previous if not record.container]
+        )
+        kill_launchers([record for record in previous if record.container])
         self._containers = containers
         self._observers: ThreadPoolExecutor | None = None
-        # Containers of a previous run of this worker: their attempts' launchers are dead (killed
-        # above), so they are removed, as leftover process trees are killed.
-        # (Only a worker whose state dir says it ever ran one asks the engine: a CLI call costs.)
+        # (Only a worker whose state dir says it ever ran a container asks the engine: a CLI call costs.)
         self._containers_marker = self.state_dir / "containers-used"
         self._containers_marked = self._containers_marker.exists()
-        self.containers_removed = (
-            containers.adopt(frozenset()) if containers is not None and self._containers_marked else []
+        adoption = (
+            containers.adopt(self._tasks_path)
+            if containers is not None and self._containers_marked
+            else Adoption()
         )
+        self.containers_removed = list(adoption.removed)
+        self.containers_adopted: list[str] = []
         self._pids = PidJournal(self.pids_dir)  # a new journal: the previous run's trees are dead
         self._adopt_previous_logs()
         self._io = IoLoop(name=f"iris-io-{worker_id}")
+        for left in adoption.running:
+            try:
+                self._adopt_container(left)
+                self.containers_adopted.append(left.attempt_uid)
+            except Exception:  # noqa: BLE001 - one container that cannot be adopted is removed
+                logger.exception(
+                    "could not adopt the container %s of attempt %s", left.name, left.attempt_uid
+                )
+                if self._containers is not None:
+                    self._containers.release(left.attempt_uid)
+                self.containers_removed.append(left.name)
         self._starters = ThreadPoolExecutor(max_workers=STARTER_THREADS, thread_name_prefix="iris-start")
         self._stop_monitor = threading.Event()
         self._monitor = threading.Thread(
@@ -613,9 +643,10 @@ class SubprocessRuntime:
         """Attempt uid -> task id, for every attempt that has not ended."""
         with self._lock:
             return {
-                uid: a.spec.task_id
+                uid: task_id
                 for uid, a in self._unreleased.items()
-                if a.spec is not None and a.state not in TERMINAL_TASK_STATES
+                if a.state not in TERMINAL_TASK_STATES
+                and (task_id := a.spec.task_id if a.spec is not None else a.task_id)
             }
 
     def kill_all(self, reason: KillReason, message: str) -> list[str]:
@@ -841,7 +872,12 @@ class SubprocessRuntime:
             info = read_proc(popen.pid)
             task_uid = attempt.lease.uid if attempt.lease is not None else -1
             record = PidRecord(
-                attempt.uid, popen.pid, info.start_ticks if info else 0, self._boot_id, task_uid
+                attempt.uid,
+                popen.pid,
+                info.start_ticks if info else 0,
+                self._boot_id,
+                task_uid,
+                container=runtime is not None,
             )
             self._pids.started(record)
             if runtime is None:
@@ -873,6 +909,76 @@ class SubprocessRuntime:
         self._io.watch(pidfd, lambda fd: self._on_exit(attempt, fd))
         if pending_kill is not None:  # killed while it was being started
             self._signal_tree(attempt, signal.SIGKILL)
+
+    def _adopt_container(self, left: LeftAttempt) -> None:
+        """Take over a container attempt a previous run of this worker started (the engine kept it
+        running): RUNNING again, its output appended to its log from where that stopped, its end
+        observed as any container attempt's. Whether the controller still wants it is for the
+        first reconcile to say (one it does not ask about is a zombie, killed and removed)."""
+        assert self._containers is not None
+        uid = left.attempt_uid
+        if not SAFE_UID.match(uid):
+            raise ValueError(f"attempt uid {uid!r} is not a plain name")
+        log_path = attempt_log_path(self._attempts_path, uid)
+        skip_out, skip_err = count_output_lines(log_path)
+        attempt = _Attempt(uid, None, log_path)
+        attempt.runtime = self._containers
+        attempt.work_dir = left.work_dir or None
+        if self._isolation is not None and left.task_uid is not None:
+            # Its uid stays its own: no new attempt may be given it while the container runs.
+            attempt.lease = self._isolation.pool.acquire_uid(left.task_uid)
+        attempt.log = AttemptLogWriter(log_path, self._log_max_bytes, masks=left.masks)
+        attempt.log.skip_lines(skip_out, skip_err)  # the engine replays the whole output
+        argv, env = self._containers.follow(left)
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        try:
+            popen = subprocess.Popen(
+                argv, env=env, stdin=_devnull(), stdout=out_w, stderr=err_w, start_new_session=True
+            )
+        except BaseException:
+            os.close(out_r)
+            os.close(err_r)
+            raise
+        finally:
+            os.close(out_w)
+            os.close(err_w)
+        self._containers.await_exit(left)
+        attempt.log.system(
+            f"worker restarted: adopted the running container {left.name} (its output follows from "
+            f"where this log stopped)"
+        )
+        pidfd = os.pidfd_open(popen.pid)
+        info = read_proc(popen.pid)
+        self._pids.started(
+            PidRecord(
+                uid,
+                popen.pid,
+                info.start_ticks if info else 0,
+                self._boot_id,
+                left.task_uid if left.task_uid is not None else -1,
+                container=True,
+            )
+        )
+        with self._lock:
+            attempt.env = env
+            attempt.popen = popen
+            attempt.pgid = popen.pid
+            attempt.open_fds = {out_r: "stdout", err_r: "stderr"}
+            attempt.state = TaskState.RUNNING
+            attempt.started_at = left.started_at or time.time()
+            attempt.task_id = left.task_id
+            attempt.adopted = True
+            if left.timeout_s:
+                elapsed = max(0.0, time.time() - attempt.started_at)
+                attempt.deadline = time.monotonic() + max(0.0, left.timeout_s - elapsed)
+                attempt.timeout_s = left.timeout_s
+            self._attempts[uid] = attempt
+            self._unreleased[uid] = attempt
+            self._changed_locked(uid)
+        self._io.watch(out_r, lambda fd: self._on_output(attempt, fd))
+        self._io.watch(err_r, lambda fd: self._on_output(attempt, fd))
+        self._io.watch(pidfd, lambda fd: self._on_exit(attempt, fd))
 
     @staticmethod
     def _argv(spec: RunSpec, payload: str, python: str | None = None) -> list[str]:
@@ -983,10 +1089,13 @@ class SubprocessRuntime:
         except Exception:
             logger.exception("observing the end of attempt %s failed", attempt.uid)
             facts = None
-        if facts is not None and facts.oom:
+        if facts is not None and facts.exit_code is not None:
+            returncode = facts.exit_code  # an adopted container's, not its follower's
+        if facts is not None and (facts.oom or facts.lost):
+            reason = KillReason.OOM if facts.oom else KillReason.FENCED
             with self._lock:
-                if attempt.kill_reason is None:
-                    attempt.kill_reason, attempt.kill_message = KillReason.OOM, facts.message
+                if attempt.kill_reason is None or facts.lost:
+                    attempt.kill_reason, attempt.kill_message = reason, facts.message
         elif facts is not None and facts.message and attempt.log is not None:
             attempt.log.system(facts.message)
         self._exited(attempt, returncode)
@@ -1135,7 +1244,12 @@ class SubprocessRuntime:
         if reason is KillReason.OOM:
             self._signal_tree(attempt, signal.SIGKILL)
             return
-        self._signal_tree(attempt, signal.SIGTERM)
+        if attempt.adopted and attempt.runtime is not None:
+            # Its process only follows the container's output: the SIGTERM goes to the container
+            # (and the follower is killed after the grace, which removes the container).
+            attempt.runtime.kill(attempt.uid, self._kill_grace_s)
+        else:
+            self._signal_tree(attempt, signal.SIGTERM)
         with self._lock:
             attempt.escalate_at = time.monotonic() + self._kill_grace_s
 
@@ -1188,7 +1302,10 @@ class SubprocessRuntime:
             spec = attempt.spec
             views.append(
                 LimitView(
-                    attempt.uid, attempt.memory_limit, attempt.deadline, spec.timeout_s if spec else None
+                    attempt.uid,
+                    attempt.memory_limit,
+                    attempt.deadline,
+                    spec.timeout_s if spec else attempt.timeout_s,
                 )
             )
         by_uid = {a.uid: a for a in running}

@@ -38,6 +38,34 @@ class ExitFacts:
     oom: bool = False
     message: str | None = None  # e.g. "out of memory: used 64.0 MB, limit 64.0 MB"
     exit_code: int | None = None  # the task's own exit code, when it differs from the launcher's
+    # The task's end could not be learnt (an adopted container that ended unwatched): the attempt
+    # is reported as killed by its infrastructure, and retried.
+    lost: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LeftAttempt:
+    """An attempt still running after its worker daemon died (a container: the engine keeps it),
+    found by a restarted worker to adopt."""
+
+    attempt_uid: str
+    name: str  # the container's
+    job_id: str
+    task_id: str
+    work_dir: str
+    memory_bytes: int = 0  # its memory limit (0: none)
+    task_uid: int | None = None  # the uid it runs as (a root worker's per-attempt uid)
+    started_at: float | None = None
+    timeout_s: float | None = None
+    masks: tuple[str, ...] = ()  # its secret values, masked in its log
+
+
+@dataclass(frozen=True, slots=True)
+class Adoption:
+    """What a previous run of the worker left: attempts still running (to adopt) and what was removed."""
+
+    running: tuple[LeftAttempt, ...] = ()
+    removed: tuple[str, ...] = ()
 
 
 class TaskRuntime(Protocol):
@@ -86,8 +114,19 @@ class TaskRuntime(Protocol):
         """Memory in use by the attempt where the process tree does not show it (None: unknown)."""
         ...
 
-    def adopt(self, live_attempt_uids: frozenset[str]) -> list[str]:
-        """After a worker restart: what the previous run left; keeps the live ones, removes the rest."""
+    def adopt(self, work_root: str) -> Adoption:
+        """After a worker restart: what the previous run left still running (to adopt, see
+        ``follow``); anything else it left is removed. Its attempts worked under ``work_root``."""
+        ...
+
+    def follow(self, left: LeftAttempt) -> tuple[list[str], dict[str, str]]:
+        """The argv and environment of a process that streams an adopted attempt's whole output
+        (stdout and stderr) and ends when the attempt ends."""
+        ...
+
+    def await_exit(self, left: LeftAttempt) -> None:
+        """Start learning how the adopted attempt ends (``observe`` tells), right after ``follow``'s
+        process has started."""
         ...
 
     def release(self, attempt_uid: str) -> None:
@@ -130,8 +169,14 @@ class ProcessTaskRuntime:
     def usage(self, attempt_uid: str) -> int | None:
         return None
 
-    def adopt(self, live_attempt_uids: frozenset[str]) -> list[str]:
-        return []
+    def adopt(self, work_root: str) -> Adoption:
+        return Adoption()  # a process's pipes die with its daemon: nothing can be adopted
+
+    def follow(self, left: LeftAttempt) -> tuple[list[str], dict[str, str]]:
+        raise NotImplementedError("a process attempt cannot be adopted")
+
+    def await_exit(self, left: LeftAttempt) -> None:
+        raise NotImplementedError("a process attempt cannot be adopted")
 
     def release(self, attempt_uid: str) -> None:
         return None

@@ -97,6 +97,15 @@ class ControllerLink:
         with self._lock:
             return time.monotonic() - self._last_reconciled
 
+    def resume_lease(self, reconciled_at: float, fence_after_s: float | None) -> None:
+        """Attempts adopted from a previous run of this worker (containers) keep the fencing lease
+        they ran under: the time (monotonic) of that run's last reconcile and the grace it was
+        advised, until this run is reconciled or advised one itself."""
+        with self._lock:
+            self._last_reconciled = min(self._last_reconciled, reconciled_at)
+            if self.advised_fence_s is None:
+                self.advised_fence_s = fence_after_s
+
     def reached(self, *, renew_lease: bool = True) -> None:
         """An authenticated reconcile has arrived: the controller can reach us now. Marked before
         the reconcile starts anything, so a fence check (or the watchdog, through ``on_reached``)

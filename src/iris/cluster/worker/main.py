@@ -35,7 +35,7 @@ from iris.cluster.worker.metrics import Phase, WorkerMetrics
 from iris.cluster.worker.prepare import AttemptPreparer
 from iris.cluster.worker.service import WorkerService, create_app
 from iris.cluster.worker.usage import UsageSampler
-from iris.cluster.worker.watchdog import Heartbeat, start_watchdog
+from iris.cluster.worker.watchdog import HEARTBEAT_FILE, Heartbeat, read_heartbeat, start_watchdog
 from iris.rpc.enums import TaskState
 from iris.rpc.logging_setup import configure_logging
 from iris.rpc.models import RegisterRequest
@@ -224,6 +224,16 @@ def run_worker(config: WorkerConfig, *, log_format: str | None = None, log_file:
     )
     if runtime.containers_removed:
         logger.warning("removed %d containers left by a previous run", len(runtime.containers_removed))
+    if runtime.containers_adopted:
+        logger.warning(
+            "adopted %d containers a previous run left running: %s",
+            len(runtime.containers_adopted),
+            ", ".join(runtime.containers_adopted),
+        )
+        # They keep the fencing deadline they ran under: the previous run's last reconcile and grace.
+        previous = read_heartbeat(state_dir / HEARTBEAT_FILE)
+        if previous is not None:
+            link.resume_lease(previous.reconciled_at, previous.fence_after_s)
     if runtime.leftovers_killed:
         logger.warning("killed %d attempts left running by a previous run", len(runtime.leftovers_killed))
     usage = UsageSampler(runtime.live_processes)

@@ -5,9 +5,17 @@ stopped (SIGSTOP, a debugger) while its attempts, which are other processes, run
 (kill -9, OOM) and left processes its tasks started. This small process, in a session of its own,
 reads the daemon's heartbeat (the monotonic time of the last successful reconcile and the fencing
 grace, rewritten in place in ``<state>/heartbeat``) and, when the heartbeat is older than the
-grace plus a second, or the daemon is gone, SIGKILLs every attempt tree recorded in the pid
-journal (``<state>/pids/journal``, see ``runtime/pid_records.py``). It only reads the journal: the
-daemon alone writes it, and it remembers in memory which attempts it has fenced already.
+grace plus a second, SIGKILLs every attempt tree recorded in the pid journal
+(``<state>/pids/journal``, see ``runtime/pid_records.py``) and removes their containers. It only
+reads the journal: the daemon alone writes it, and it remembers in memory which attempts it has
+fenced already.
+
+When the daemon is gone, its process attempts are killed at once (their output pipes died with
+it: nothing can take them over). Its container attempts lose their launchers (the ``docker run``
+CLIs) but the containers run on in the engine, for a restarted daemon to adopt: the watchdog
+keeps reading the heartbeat and removes them only at the fencing deadline (the last reconcile
+plus the grace plus a second), unless a new daemon has taken over by then (its pid is in the
+heartbeat). A heartbeat without a grace (the daemon was never told one) removes them at once.
 """
 
 from __future__ import annotations
@@ -20,9 +28,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from iris.cluster.runtime.container import ContainerTaskRuntime, default_cli
-from iris.cluster.runtime.pid_records import PidRecord, kill_leftover_trees, load_pid_records
+from iris.cluster.runtime.pid_records import PidRecord, kill_launchers, kill_leftover_trees, load_pid_records
 
 HEARTBEAT_FILE = "heartbeat"
 FENCED_DIR = "fenced"
@@ -40,6 +49,7 @@ class Heartbeat:
         self.path = state_dir / HEARTBEAT_FILE
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._last: tuple[float, float | None] | None = None
+        self._pid = os.getpid()
 
     def beat(self, reconciled_at: float, fence_after_s: float | None) -> None:
         if (
@@ -48,7 +58,9 @@ class Heartbeat:
             and self._last[1] == fence_after_s
         ):
             return
-        record = json.dumps({"reconciled_at": reconciled_at, "fence_after_s": fence_after_s}).encode()
+        record = json.dumps(
+            {"reconciled_at": reconciled_at, "fence_after_s": fence_after_s, "pid": self._pid}
+        ).encode()
         try:
             os.pwrite(self._fd, record.ljust(_RECORD_BYTES), 0)
             self._last = (reconciled_at, fence_after_s)
@@ -59,13 +71,27 @@ class Heartbeat:
         os.close(self._fd)
 
 
-def read_heartbeat(path: Path) -> tuple[float, float | None] | None:
+class Beat(NamedTuple):
+    reconciled_at: float  # monotonic
+    fence_after_s: float | None
+    pid: int | None  # the daemon that wrote it (None: an older version's heartbeat)
+
+
+def read_heartbeat(path: Path) -> Beat | None:
     try:
         with open(path, "rb") as f:
             data = json.loads(f.read(_RECORD_BYTES).strip() or b"null")
-        return float(data["reconciled_at"]), data["fence_after_s"]
-    except (OSError, ValueError, TypeError, KeyError):
+        pid = data.get("pid")
+        return Beat(float(data["reconciled_at"]), data["fence_after_s"], int(pid) if pid else None)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None
+
+
+def fence_deadline_passed(beat: Beat | None, margin_s: float = _MARGIN_S) -> bool:
+    """Whether attempts started under this heartbeat must be gone by now (no grace known: yes)."""
+    if beat is None or beat.fence_after_s is None:
+        return True
+    return time.monotonic() - beat.reconciled_at > beat.fence_after_s + margin_s
 
 
 def fence(state_dir: Path, worker_id: str, done: set[PidRecord] | None = None) -> None:
@@ -110,19 +136,41 @@ def start_watchdog(state_dir: Path, worker_id: str) -> subprocess.Popen[bytes]:
 
 def watch(state_dir: Path, worker_id: str, daemon_pid: int, interval_s: float = 0.5) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # the daemon stopping us on a clean exit
-    pids_dir = state_dir / "pids"
     heartbeat = state_dir / HEARTBEAT_FILE
     fenced: set[PidRecord] = set()
     while True:
-        if os.getppid() != daemon_pid:  # the daemon died: nothing of its attempts may outlive it
-            killed = kill_leftover_trees(pids_dir, worker_id)
-            remove_containers(worker_id, killed, resweep_after_s=_CONTAINER_RESWEEP_S)
-            return 0
+        if os.getppid() != daemon_pid:  # the daemon died
+            return _after_daemon(state_dir, worker_id, daemon_pid, interval_s)
         beat = read_heartbeat(heartbeat)
-        if beat is not None:
-            reconciled_at, grace = beat
-            if grace is not None and time.monotonic() - reconciled_at > grace + _MARGIN_S:
-                fence(state_dir, worker_id, fenced)
+        if beat is not None and beat.fence_after_s is not None and fence_deadline_passed(beat):
+            fence(state_dir, worker_id, fenced)
+        time.sleep(interval_s)
+
+
+def _after_daemon(state_dir: Path, worker_id: str, daemon_pid: int, interval_s: float) -> int:
+    """The daemon is gone: its process attempts die now; its containers stay until the fencing
+    deadline, for a restarted daemon to adopt (see the module's docstring)."""
+    pids_dir = state_dir / "pids"
+    records = load_pid_records(pids_dir)
+    kill_leftover_trees(pids_dir, worker_id, [record for record in records if not record.container])
+    launched = [record for record in records if record.container]
+    kill_launchers(launched)
+    if not launched:
+        return 0
+    heartbeat = state_dir / HEARTBEAT_FILE
+    while True:
+        beat = read_heartbeat(heartbeat)
+        if beat is not None and beat.pid not in (None, daemon_pid):
+            return 0  # a new daemon has adopted (or removed) them; its own watchdog watches now
+        if fence_deadline_passed(beat):
+            marks = state_dir / FENCED_DIR
+            marks.mkdir(mode=0o700, exist_ok=True)
+            for record in launched:
+                (marks / record.attempt_uid).touch()
+            remove_containers(
+                worker_id, [r.attempt_uid for r in launched], resweep_after_s=_CONTAINER_RESWEEP_S
+            )
+            return 0
         time.sleep(interval_s)
 
 

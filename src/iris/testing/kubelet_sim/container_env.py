@@ -17,7 +17,12 @@ from iris.testing.kubelet_sim.quantity import parse_quantity
 
 Lookup = Callable[[ResourceType, str, str], dict[str, Any] | None]
 # Host variables a pod's process inherits (it runs on this machine, not in an image).
-HOST_ENV_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR")
+# The host's CA and proxy settings too: what a node's image would carry for reaching an index.
+HOST_ENV_PASSTHROUGH = (
+    "PATH", "LANG", "LC_ALL", "TZ", "PYTHONPATH", "VIRTUAL_ENV", "TMPDIR",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
+    "NO_PROXY", "no_proxy",
+)  # fmt: skip
 _REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
