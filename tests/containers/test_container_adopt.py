@@ -19,6 +19,7 @@ from tests.conftest import wait_until
 
 from iris.client import IrisClient
 from iris.client.local_cluster import LocalCluster
+from iris.rpc.errors import IrisError
 from iris.testing import container_engine as engines
 from iris.testing.images import BUSYBOX_IMAGE
 
@@ -107,9 +108,14 @@ def test_a_restarted_worker_adopts_its_running_container(
     assert _running(container), "the engine keeps the container while the daemon is gone"
     cluster.restart_worker(worker)
     wait_until(lambda: job.detail().tasks[0].state.value == "RUNNING", timeout=60, what="RUNNING")
-    wait_until(
-        lambda: job.exec(["touch", "go"]).exit_code == 0, timeout=60, what="exec in the adopted container"
-    )
+
+    def touch_go() -> bool:
+        try:  # the controller learns the restarted daemon's new address when it registers again
+            return job.exec(["touch", "go"]).exit_code == 0
+        except IrisError:
+            return False
+
+    wait_until(touch_go, timeout=60, interval=0.2, what="exec in the adopted container")
     wait_until(lambda: job.detail().state.value == "SUCCEEDED", timeout=60, what="the job SUCCEEDED")
     task = job.detail().tasks[0]
     assert task.exit_code == 0 and task.attempt_count == 1, task

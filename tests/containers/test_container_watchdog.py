@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import threading
 import time
@@ -81,7 +82,9 @@ def test_a_dead_daemons_containers_run_until_the_fencing_deadline(
     name, process, launcher = _dead_daemon(tmp_path, worker, sleepers, grace_s=2.0)
     try:
         started = time.monotonic()
-        done = threading.Thread(target=watchdog._after_daemon, args=(tmp_path, worker, os.getpid(), 0.05))
+        done = threading.Thread(
+            target=watchdog._after_daemon, args=(tmp_path, worker, os.getpid(), 0.05, os.getpid())
+        )
         done.start()
         # At once: the process attempt and the container's launcher die, the container does not.
         wait_until(lambda: process.poll() is not None and launcher.poll() is not None, what="both killed")
@@ -103,7 +106,7 @@ def test_a_new_daemon_takes_over_before_the_deadline(
     worker = f"w-{uuid.uuid4().hex[:8]}"
     name, _, launcher = _dead_daemon(tmp_path, worker, sleepers, grace_s=30.0)
     try:
-        done = threading.Thread(target=watchdog._after_daemon, args=(tmp_path, worker, 1, 0.05))
+        done = threading.Thread(target=watchdog._after_daemon, args=(tmp_path, worker, 1, 0.05, os.getpid()))
         # The heartbeat names this process, not the dead daemon (pid 1 here): a new daemon wrote it.
         done.start()
         done.join(timeout=30)
@@ -122,3 +125,29 @@ def test_a_heartbeat_names_its_daemon(tmp_path: Path) -> None:
     assert watchdog.read_heartbeat(tmp_path / watchdog.HEARTBEAT_FILE) == (12.5, 5.0, os.getpid())
     (tmp_path / watchdog.HEARTBEAT_FILE).write_text(json.dumps({"reconciled_at": 1.0, "fence_after_s": None}))
     assert watchdog.read_heartbeat(tmp_path / watchdog.HEARTBEAT_FILE) == (1.0, None, None)
+
+
+def test_what_a_new_daemon_already_started_is_not_the_dead_ones(
+    tmp_path: Path, sleepers: list[subprocess.Popen[bytes]]
+) -> None:
+    """A daemon restarted before the watchdog saw the first one die has written a new journal: its
+    attempts (children of the new daemon, not orphans of the dead one) are left alone."""
+    (tmp_path / "pids").mkdir()
+    new_daemon = subprocess.Popen(["sh", "-c", "sleep 600 & echo $!; wait"], stdout=subprocess.PIPE)
+    sleepers.append(new_daemon)
+    assert new_daemon.stdout is not None
+    child = int(new_daemon.stdout.readline())
+    orphan = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    sleepers.append(orphan)
+    info = read_proc(child)
+    assert info is not None
+    try:
+        journal = PidJournal(tmp_path / "pids")
+        journal.started(PidRecord("new", child, info.start_ticks, boot_id()))
+        journal.started(_record(orphan, "old", container=False))
+        journal.close()
+        watchdog._after_daemon(tmp_path, "w-x", 1, 0.05, os.getpid())
+        wait_until(lambda: orphan.poll() is not None, what="the dead daemon's attempt killed")
+        assert read_proc(child) is not None and new_daemon.poll() is None
+    finally:
+        os.kill(child, signal.SIGKILL)

@@ -15,7 +15,7 @@ there: the job model (replicas, retries, a failure without budget), logs that ou
 OOM, execution timeout, kill, exec and process status, a pod deleted from outside, image pull
 failure (tests/journeys/test_real_kubelet.py); and pods that call the controller, in
 ``iris-test/python:3.11``: a workspace bundle from ``iris job run``, callables with
-``Job.result()`` (a large one fetched by its pod), a 2-task gang whose members find task 0's
+``Job.result()`` (a large one fetched by its pod; one that submits a sub-job), a 2-task gang whose members find task 0's
 address, the job model's bouncing and partly finished gangs
 (tests/journeys/test_real_kubelet_calls_home.py). They stay on node-agent nodes
 (``real_k8s``) when they need several nodes (constraints and pools across workers, preemption and

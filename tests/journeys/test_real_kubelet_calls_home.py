@@ -1,5 +1,6 @@
 """Journeys on the real node whose pods call the controller: a workspace bundle fetched by the
-``fetch-bundle`` init container, a Python callable whose value comes back with ``Job.result()``,
+``fetch-bundle`` init container, Python callables whose values come back with ``Job.result()``
+(one of them submits a sub-job from its pod),
 and gangs whose ``gang-rendezvous`` init containers publish and find task 0's address (the job
 model's bouncing gang and partly finished gang too).
 
@@ -82,6 +83,25 @@ def test_a_callable_returns_its_value_from_a_pod(j: Journey) -> None:
     failing = j.client.submit(Entrypoint.from_callable(_raises), name="raises", resources=SMALL)
     with pytest.raises(JobFailed, match="ValueError: no good on the node"):
         failing.result(timeout=120)
+
+
+def _parent(x: int) -> list[int]:
+    """Inside a pod: submit a sub-job with the task's own job token and wait for its value."""
+    from iris.client import Entrypoint, ResourceSpec, iris_ctx
+
+    ctx = iris_ctx()
+    child = ctx.client.submit(
+        Entrypoint.from_callable(_square_plus, x), name="child", resources=ResourceSpec(cpu=0.25, memory="128MB")
+    )
+    return [*child.result(timeout=120), len(ctx.job_id)]
+
+
+def test_a_callable_submits_a_sub_job_and_gets_its_value(j: Journey) -> None:
+    job = j.client.submit(Entrypoint.from_callable(_parent, 5), name="parent", resources=SMALL)
+    [value] = job.result(timeout=240)
+    assert value == [25, len(job.job_id)]
+    [child] = [s for s in j.client.list_jobs(limit=1000).jobs if s.job_id == f"{job.job_id}/child"]
+    assert child.state is JobState.SUCCEEDED
 
 
 def test_a_large_callable_is_fetched_by_the_pod(j: Journey) -> None:

@@ -53,6 +53,7 @@ def test_cluster_start_runs_jobs_on_a_real_containerd_node(tmp_path: Path) -> No
         )
         text = out.read_text()
         assert re.search(r"nodes: +iris-kubelet-0 \(real kubelet, containerd", text), text
+        assert re.search(r"pods reach: +http://10\.\d+\.0\.1:\d+ ", text), text
         token = wait_until(
             lambda: re.search(r"export IRIS_TOKEN=(\S+)", out.read_text()), timeout=60, what="the token"
         ).group(1)

@@ -167,7 +167,7 @@ class Job:
 
         Raises ``JobFailed`` (failure kind, task, remote traceback) when it did not succeed, and
         ``JobTimeout`` after ``timeout`` seconds. Each task's value is kept by the controller up
-        to ``MAX_RESULT_BYTES`` (1 MiB) pickled; read once, then remembered by this handle.
+        to ``MAX_RESULT_BYTES`` (1 MiB) pickled (in a job of over 256 tasks, its share of 256 MiB); read once, then remembered by this handle.
         """
         if self._results is not None:
             return self._results

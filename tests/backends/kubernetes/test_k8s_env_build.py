@@ -81,3 +81,17 @@ def test_an_image_without_uv_says_so(tmp_path: Path) -> None:
         .splitlines()[-1]
         .startswith("environment: cannot build the job's environment: uv is not in")
     ), out
+
+
+@needs_uv
+def test_a_node_directory_it_cannot_write_is_named(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    pod = _build(blocker / "envs", tmp_path / "pod", UV, requirements=[])
+    out = pod.communicate(timeout=60)[0]
+    assert pod.returncode == 1
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(
+        f"environment: cannot write the node's environment directory {blocker / 'envs'}"
+    ), out
+    assert last.endswith("it must be writable by the pods' uid"), out

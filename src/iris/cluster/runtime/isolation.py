@@ -15,7 +15,9 @@ A task cannot read another task's (or the worker's) ``/proc/PID/environ``: diffe
 not even listed. Leases are ``flock``-ed files in a root-only directory shared by every worker on
 the machine, so two workers never hand out the same uid at once; a lease dies with the worker.
 A lease given back first deletes what its uid left in the shared temporary directories (and its
-System V IPC objects): the next holder of the uid may be another user.
+System V IPC objects): the next holder of the uid may be another user. A lease file says whether
+its uid was given back cleanly; one whose holder died is cleaned (its processes killed, its
+leftovers removed) by the next worker that leases it, before any attempt gets it.
 
 Not covered (no containers): the filesystem outside the work dirs is shared read-only as usual
 Unix permissions allow, the network is shared, and CPU and memory are only limited by the
@@ -31,12 +33,16 @@ import logging
 import os
 import random
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from iris.cluster.runtime.proc_table import signal_identified, uid_processes
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +81,15 @@ class UidPool:
             except OSError:
                 os.close(fd)
                 continue
+            if os.pread(fd, 1, 0) == _IN_USE:
+                # Its last holder (a worker killed with -9, a crash) never gave it back cleanly:
+                # what that attempt left (processes, temp files) must not meet the next one.
+                logger.warning(
+                    "task uid %d was not given back cleanly: killing and removing what it left", uid
+                )
+                kill_processes_of(uid)
+                remove_leftovers_of(uid)
+            os.pwrite(fd, _IN_USE, 0)
             return UidLease(uid, fd)
         raise IsolationError(f"every task uid in {self.first}-{self.last} is in use on this machine")
 
@@ -89,6 +104,8 @@ class UidPool:
         except OSError:
             os.close(fd)
             return None
+        # Not cleaned as a dead holder's uid would be: the adopted container still runs as it.
+        os.pwrite(fd, _IN_USE, 0)
         return UidLease(uid, fd)
 
     @staticmethod
@@ -97,6 +114,7 @@ class UidPool:
         removing what the uid left where every uid may write, so the next holder cannot read it."""
         remove_leftovers_of(lease.uid)
         try:
+            os.pwrite(lease.fd, _CLEAN, 0)
             os.close(lease.fd)  # closing drops the flock
         except OSError:
             pass
@@ -278,6 +296,21 @@ def probe(isolation: Isolation, python: str = sys.executable) -> str | None:
         last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         return f"uid {lease.uid} cannot run {python} with Iris ({last[0][:200]})"
     return None
+
+
+# A lease file's first byte: in use (its holder has not given it back, or died holding it), clean.
+_IN_USE, _CLEAN = b"1", b"0"
+
+
+def kill_processes_of(uid: int, attempts: int = 100) -> None:
+    """SIGKILL every process of ``uid`` until none is left (a second or so at most)."""
+    for _ in range(attempts):
+        found = uid_processes({uid})
+        if not found:
+            return
+        signal_identified(found, signal.SIGKILL)
+        time.sleep(0.01)
+    logger.warning("task uid %d still has processes after repeated SIGKILL", uid)
 
 
 # Where any uid may create files that outlive its processes (sticky, world-writable).

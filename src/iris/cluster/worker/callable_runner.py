@@ -24,7 +24,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
-from iris.rpc.result_limits import MAX_RESULT_BYTES, MAX_TRACEBACK_CHARS
+from iris.rpc.result_limits import MAX_TRACEBACK_CHARS, max_result_bytes
 
 POST_TIMEOUT_S = 60.0
 # Pauses between tries of a result post the controller did not answer (or answered with a 5xx).
@@ -106,15 +106,25 @@ def main(argv: list[str]) -> int:
         payload = cloudpickle.dumps(value)
     except Exception:
         return _failed(traceback.format_exc())
-    if len(payload) > MAX_RESULT_BYTES:
+    limit = _result_limit()
+    if len(payload) > limit:
         return _failed(
             f"ResultTooLarge: the return value pickles to {len(payload)} bytes; Iris keeps at most "
-            f"{MAX_RESULT_BYTES} bytes per task (write bigger results to storage and return its path)\n"
+            f"{limit} bytes per task (write bigger results to storage and return its path)\n"
         )
     error = post_result(True, payload=payload)
     if error:  # the work is done: the task still succeeds, and Job.result() says the value is lost
         print(f"iris: {error}; Job.result() cannot return this task's value", file=sys.stderr)
     return 0
+
+
+def _result_limit() -> int:
+    """This task's share of its job's results (the controller enforces the same bound)."""
+    try:
+        tasks = int(os.environ.get("IRIS_NUM_TASKS") or 1)
+    except ValueError:
+        tasks = 1
+    return max_result_bytes(tasks)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 from iris.cluster.runtime.container import ContainerTaskRuntime, default_cli
 from iris.cluster.runtime.pid_records import PidRecord, kill_launchers, kill_leftover_trees, load_pid_records
+from iris.cluster.runtime.proc_table import read_proc
 
 HEARTBEAT_FILE = "heartbeat"
 FENCED_DIR = "fenced"
@@ -126,6 +127,13 @@ def remove_containers(worker_id: str, attempt_uids: list[str], resweep_after_s: 
         runtime.remove_attempts(attempt_uids)
 
 
+def _left_behind(record: PidRecord, orphans_parent: int) -> bool:
+    """Whether the record is the dead daemon's: its leader is gone, or is an orphan (re-parented to
+    ``orphans_parent``), not the child of a new daemon."""
+    info = read_proc(record.pgid)
+    return info is None or info.start_ticks != record.start_ticks or info.ppid == orphans_parent
+
+
 def start_watchdog(state_dir: Path, worker_id: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "iris.cluster.worker.watchdog", str(state_dir), worker_id, str(os.getpid())],
@@ -147,11 +155,17 @@ def watch(state_dir: Path, worker_id: str, daemon_pid: int, interval_s: float = 
         time.sleep(interval_s)
 
 
-def _after_daemon(state_dir: Path, worker_id: str, daemon_pid: int, interval_s: float) -> int:
+def _after_daemon(
+    state_dir: Path, worker_id: str, daemon_pid: int, interval_s: float, orphans_parent: int | None = None
+) -> int:
     """The daemon is gone: its process attempts die now; its containers stay until the fencing
     deadline, for a restarted daemon to adopt (see the module's docstring)."""
     pids_dir = state_dir / "pids"
-    records = load_pid_records(pids_dir)
+    # Only what the dead daemon left: a daemon restarted meanwhile may have written a new journal
+    # already. Its attempts' leaders are its own children; the dead one's were re-parented, like
+    # this watchdog, to the same new parent (``orphans_parent``, for tests).
+    parent = os.getppid() if orphans_parent is None else orphans_parent
+    records = [record for record in load_pid_records(pids_dir) if _left_behind(record, parent)]
     kill_leftover_trees(pids_dir, worker_id, [record for record in records if not record.container])
     launched = [record for record in records if record.container]
     kill_launchers(launched)

@@ -26,7 +26,7 @@ from iris.rpc.ports import free_port
 from iris.testing.control_plane import kueue_manifests
 from iris.testing.control_plane.binaries import read_versions, repo_root, require_binaries
 from iris.testing.control_plane.kubeconfig import write_kubeconfig
-from iris.testing.control_plane.pki import Pki, generate_pki
+from iris.testing.control_plane.pki import KUBELET_CLIENT_USER, Pki, generate_pki
 from iris.testing.control_plane.processes import (
     StartupError,
     alive,
@@ -327,6 +327,30 @@ class _Starter:
             timeout=30,
         )
         self._wait(lambda: self.client.get("/readyz").text == "ok", "kube-apiserver /readyz")
+        self._authorize_kubelet_client()
+
+    def _authorize_kubelet_client(self) -> None:
+        """Bind the API server's kubelet client user to ``system:kubelet-api-admin`` (nodes/proxy,
+        nodes/log, nodes/stats, ...): a real kubelet (Webhook authorization) asks the API server
+        whether its caller may, so exec and logs through the API server need this binding."""
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "iris:kube-apiserver-kubelet-client"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:kubelet-api-admin",
+            },
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT_USER}
+            ],
+        }
+        response = self.client.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", json=binding)
+        if response.status_code not in (201, 409):
+            raise StartupError(
+                f"binding the kubelet client user failed: {response.status_code} {response.text[:300]}"
+            )
 
     def _kubectl(self, *args: str, input: str | None = None) -> str:
         result = subprocess.run(

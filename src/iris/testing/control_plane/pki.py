@@ -1,7 +1,8 @@
 """Certificates and keys for a local control plane, made with the ``openssl`` CLI.
 
 One CA signs every certificate: the API server's serving certificate (127.0.0.1), the admin
-client (``O=system:masters``), the API server's client for kubelets, the node agent's kubelet
+client (``O=system:masters``), the API server's client for kubelets (``CN=kube-apiserver-kubelet-client``,
+no group: RBAC gives it ``system:kubelet-api-admin`` and nothing else), the node agent's kubelet
 serving certificate and Kueue's webhook certificate. The service-account signing key pair is
 separate, as kube-apiserver requires.
 """
@@ -14,6 +15,9 @@ from pathlib import Path
 
 _EC = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
 _DAYS = "30"
+# The user the API server calls kubelets as (its --kubelet-client-certificate); the control plane
+# binds it to the built-in ClusterRole system:kubelet-api-admin, which real kubelets check (Webhook).
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,7 @@ def generate_pki(directory: Path) -> Pki:
         ca=ca,
         apiserver=_issue(directory, ca, "apiserver", "/CN=kube-apiserver", server_sans=apiserver_sans),
         admin=_issue(directory, ca, "admin", "/O=system:masters/CN=iris-admin"),
-        kubelet_client=_issue(
-            directory, ca, "apiserver-kubelet-client", "/O=system:masters/CN=kube-apiserver-kubelet-client"
-        ),
+        kubelet_client=_issue(directory, ca, "apiserver-kubelet-client", f"/CN={KUBELET_CLIENT_USER}"),
         kubelet_serving=_issue(directory, ca, "kubelet", "/CN=iris-node-agent", server_sans=loopback),
         webhook=_issue(directory, ca, "kueue-webhook", "/CN=kueue-webhook", server_sans=loopback),
         sa_private_key=sa_private,
@@ -100,3 +102,8 @@ def issue_node_certs(directory: Path, ca: CertPair, node: str, node_ip: str) -> 
     client = _issue(directory, ca, f"{node}-client", f"/O=system:nodes/CN=system:node:{node}")
     serving = _issue(directory, ca, f"{node}-serving", f"/CN={node}", server_sans=f"IP:{node_ip},DNS:{node}")
     return client, serving
+
+
+def issue_client_cert(directory: Path, ca: CertPair, name: str, subject: str) -> CertPair:
+    """A client certificate signed by ``ca`` (e.g. ``/CN=mallory`` for a user without RBAC rights)."""
+    return _issue(directory, ca, name, subject)

@@ -196,12 +196,19 @@ def _kubelet_config(
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": healthz,
+        # Every caller proves who it is (a certificate from the plane's CA, or a bearer token the
+        # API server confirms with a TokenReview) and the API server's RBAC decides what it may do
+        # (a SubjectAccessReview per request: nodes/proxy for exec, nodes/log, nodes/stats, ...).
+        # The kubelet makes both reviews as system:node:<name> (the Node authorizer allows them).
         "authentication": {
             "anonymous": {"enabled": False},
-            "webhook": {"enabled": False},
+            "webhook": {"enabled": True, "cacheTTL": "2m"},
             "x509": {"clientCAFile": str(ca)},
         },
-        "authorization": {"mode": "AlwaysAllow"},
+        "authorization": {
+            "mode": "Webhook",
+            "webhook": {"cacheAuthorizedTTL": "5m", "cacheUnauthorizedTTL": "30s"},
+        },
         "tlsCertFile": str(serving.cert),
         "tlsPrivateKeyFile": str(serving.key),
         "containerRuntimeEndpoint": f"unix://{SOCKET}",

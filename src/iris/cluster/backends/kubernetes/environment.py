@@ -116,8 +116,12 @@ if uv is None:
 if uv is None or not os.path.exists(uv[0]):
     fail("cannot build the job's environment: uv is not in the image " + sys.executable + " runs in "
          "(install uv there, or set kubernetes.environment_uv to the nodes' uv binary)")
-os.makedirs(root, exist_ok=True)
-lock = open(os.path.join(root, "." + key + ".lock"), "a")
+try:
+    os.makedirs(root, exist_ok=True)
+    lock = open(os.path.join(root, "." + key + ".lock"), "a")
+except OSError as exc:
+    fail(f"cannot write the node's environment directory {root} (kubernetes.environment_dir): "
+         f"{exc.strerror or exc}; it must be writable by the pods' uid")
 fcntl.flock(lock, fcntl.LOCK_EX)  # pods of this node build an environment once; the others wait
 if os.path.exists(os.path.join(path, READY_MARKER)):
     log(f"reusing environment {key} on {node} (built meanwhile by another pod)")
@@ -253,7 +257,7 @@ def environment_init_container(
     }
     if workdir:
         env["IRIS_WORKDIR"] = workdir
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": ENV_CACHE_VOLUME, "mountPath": ENV_CACHE_DIR},
         {"name": ENV_STATE_VOLUME, "mountPath": ENV_STATE_DIR},
     ]
