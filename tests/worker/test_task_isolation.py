@@ -18,6 +18,7 @@ from tests.runtime.helpers import recorded_pgids
 from tests.worker.harness import ControllerStub, WorkerProcess, start_worker, wait_until
 
 from iris.cluster.runtime.isolation import Isolation, UidPool, proc_is_hidden
+from iris.cluster.runtime.proc_table import read_proc
 from iris.rpc.enums import TaskState
 from iris.rpc.models import DesiredAttempt, Entrypoint, ResourceSpec, RunSpec
 
@@ -395,3 +396,32 @@ def test_a_uid_whose_holder_died_is_cleaned_before_it_is_leased_again(tmp_path: 
         leftover.kill()
         leftover.wait()
         kept.unlink(missing_ok=True)
+
+
+def test_a_restarted_worker_leases_its_adopted_containers_uid_without_cleaning_it(tmp_path: Path) -> None:
+    """An adopted container still runs as the uid its dead worker had leased: the new worker leases
+    that very uid again (no new attempt may get it), and kills nothing of it."""
+    uid = 297_000 + os.getpid() % 900
+    pool = UidPool(uid, uid + 1, tmp_path / "leases")
+    lease = pool.acquire_uid(uid)
+    assert lease is not None
+    os.close(lease.fd)  # its worker died holding the lease
+    running = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "300"],
+        start_new_session=True,
+    )
+    again = None
+    try:
+        wait_until(lambda: read_proc(running.pid) is not None, what="the container's process")
+        again = pool.acquire_uid(uid)
+        assert again is not None and again.uid == uid
+        assert pool.acquire_uid(uid) is None and pool.acquire_uid(uid + 5) is None  # leased; not in the pool
+        other = pool.acquire()
+        UidPool.release(other)
+        assert other.uid == uid + 1  # a new attempt gets another uid
+        assert running.poll() is None  # nothing of the adopted uid was killed
+    finally:
+        if again is not None:
+            UidPool.release(again)
+        running.kill()
+        running.wait()

@@ -130,6 +130,11 @@ class ContainerTaskRuntime:
     def needed(self, spec: RunSpec) -> bool:
         return spec.image is not None
 
+    def ready(self, spec: RunSpec) -> bool:
+        """The image was seen here lately and the policy does not ask to pull it again."""
+        assert spec.image is not None
+        return spec.image_pull_policy != "always" and self._seen_lately(spec.image)
+
     def prepare(self, spec: RunSpec, log: Callable[[str], None]) -> None:
         from iris.cluster.runtime.subprocess_runtime import PreparationError
 
@@ -475,14 +480,11 @@ class ContainerTaskRuntime:
 
     def ensure_image(self, image: str, policy: str, log: Callable[[str], None]) -> None:
         """Have ``image`` locally per ``policy``; raises ImageUnavailable (one sentence)."""
-        if policy != "always":
-            seen = self._present.get(image)
-            if seen is not None and time.monotonic() - seen < _PRESENT_TTL_S:
-                return
+        if policy != "always" and self._seen_lately(image):
+            return
         with self._lock_for(image):
             if policy != "always":
-                seen = self._present.get(image)
-                if seen is not None and time.monotonic() - seen < _PRESENT_TTL_S:
+                if self._seen_lately(image):
                     return
                 if self._run(["image", "inspect", "--format", "{{.Id}}", image]).returncode == 0:
                     self._present[image] = time.monotonic()
@@ -501,6 +503,10 @@ class ContainerTaskRuntime:
                     return
                 log(f"pull {number} of image {image} failed: {reason}")
             raise ImageUnavailable(f"image {image} could not be pulled: {reason}")
+
+    def _seen_lately(self, image: str) -> bool:
+        seen = self._present.get(image)
+        return seen is not None and time.monotonic() - seen < _PRESENT_TTL_S
 
     def _pull(self, image: str, log: Callable[[str], None]) -> str:
         """'' on success, else the CLI's last error line."""

@@ -104,6 +104,8 @@ class UidPool:
         except OSError:
             os.close(fd)
             return None
+        # Not cleaned as a dead holder's uid would be: the adopted container still runs as it.
+        os.pwrite(fd, _IN_USE, 0)
         return UidLease(uid, fd)
 
     @staticmethod

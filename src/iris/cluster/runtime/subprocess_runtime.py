@@ -431,7 +431,7 @@ class SubprocessRuntime:
 
     def _start_admitted(self, attempt: _Attempt) -> None:
         assert attempt.spec is not None
-        if attempt.runtime is not None or (
+        if (attempt.runtime is not None and not attempt.runtime.ready(attempt.spec)) or (
             self._preparer is not None and self._preparer.needed(attempt.spec)
         ):
             # The attempt's dir and log exist before its build thread does: a stop that comes at

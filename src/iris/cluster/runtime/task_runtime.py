@@ -75,6 +75,12 @@ class TaskRuntime(Protocol):
         """True when this runtime runs ``spec``'s attempt."""
         ...
 
+    def ready(self, spec: RunSpec) -> bool:
+        """True when ``prepare`` would do nothing now (e.g. the image is known to be here): the
+        attempt then starts on the starting call itself, with no BUILDING phase (the reconcile that
+        starts it reports it RUNNING, with no extra report to the controller)."""
+        ...
+
     def prepare(self, spec: RunSpec, log: Callable[[str], None]) -> None:
         """BUILDING: make the attempt runnable (e.g. have its image); raises PreparationError."""
         ...
@@ -135,6 +141,9 @@ class ProcessTaskRuntime:
 
     def needed(self, spec: RunSpec) -> bool:
         return spec.image is None
+
+    def ready(self, spec: RunSpec) -> bool:
+        return True
 
     def prepare(self, spec: RunSpec, log: Callable[[str], None]) -> None:
         return None
