@@ -5,7 +5,8 @@ with the node's uv (``kubernetes.environment_uv``) into the node's cache directo
 cannot read fails the job as ENVIRONMENT with uv's own words. Real uv, the real package index.
 
 The node agent's nodes are processes of this host, so they share one cache directory: the second
-job reuses the environment whichever node runs it."""
+job reuses the environment whichever node runs it. Each user's pods mount only that user's part of
+it (``<environment_dir>/users/<user>``): bob's job sees none of alice's environments."""
 
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from tests.environments.test_project_environment import (
 
 from iris.client import Entrypoint, IrisClient, LocalCluster, ResourceSpec
 from iris.cluster.worker.environments import uv_binary
+from iris.rpc.enums import JobState
 from iris.rpc.models import EnvironmentSpec
 from iris.testing.control_plane import ControlPlane
 
@@ -95,14 +97,85 @@ def test_a_projects_environment_is_built_once_on_the_node_and_reused(
     assert any(line.startswith("uv: ") and "pyjokes==0.8.3" in line for line in first), first  # uv's output
     assert any(re.fullmatch(rf"reusing environment {key} on \S+", line) for line in second), second
     assert not any(line.startswith("building environment") for line in second), second
+    pythons = [Path(line.removeprefix("python: ")) for line in first + second if line.startswith("python: ")]
+    [home] = {p.parent.parent.parent for p in pythons}  # the job's user's own part of the node's cache
+    assert home.parent == envs / "users", pythons
     for lines in (first, second):
         assert "own package: True" in lines  # src/demo, from the attempt's workspace
-        assert f"python: {envs / key / 'bin' / 'python'}" in lines  # the environment's python
-    assert (envs / key / ".iris-ready").is_file()
+        assert f"python: {home / key / 'bin' / 'python'}" in lines  # the environment's python
+    assert (home / key / ".iris-ready").is_file()
     build = next(line for line in first if line.startswith(f"built environment {key} in "))
     print(
         f"node agent: first job (builds) {timings[0]:.2f}s [{build}], second job (reuses) {timings[1]:.2f}s"
     )
+
+
+# Bob's task: what it sees at /iris-envs, then a write to where alice's environment would be.
+PEEK = """
+import os, sys
+print("sees:", sorted(n for n in os.listdir(sys.argv[1]) if not n.startswith(".")))
+try:
+    os.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)
+    with open(sys.argv[2], "w") as f:
+        f.write("import os; os.system('echo planted by bob')\\n")
+    print("wrote:", sys.argv[2])
+except OSError as exc:
+    print("write refused:", exc)
+"""
+
+
+def _logs_of(client: IrisClient, user: str, name: str, argv: list[str], pip: list[str]) -> list[str]:
+    job = client.submit(
+        Entrypoint.from_command(*argv),
+        name=name,
+        user=user,
+        workspace=False,
+        resources=ResourceSpec(cpu=0.5, memory="256MB"),
+        environment=EnvironmentSpec(pip_packages=pip),
+    )
+    detail = job.wait(timeout=240)
+    lines = list(job.logs())
+    if detail.state is not JobState.SUCCEEDED:
+        skip_if_index_unreachable("\n".join(lines))
+    assert detail.state is JobState.SUCCEEDED, (detail, lines)
+    return lines
+
+
+def test_one_users_pods_cannot_see_or_touch_another_users_environments(
+    k8s: tuple[LocalCluster, Path],
+) -> None:
+    cluster, envs = k8s
+    where = ["python", "-c", "import sys, pyjokes; print('python:', sys.executable)"]
+    with IrisClient(cluster.url) as client:
+        first = _logs_of(client, "alice", "iso-alice-1", where, ["pyjokes==0.8.3"])
+        built = [line for line in first if line.startswith("building environment")]
+        assert len(built) == 1, first
+        key = built[0].split()[2]
+        alice = envs / "users" / "alice"
+        assert f"python: {alice / key / 'bin' / 'python'}" in first, first
+
+        # Bob (other packages) mounts only his own part: alice's key is not there, and a write to
+        # where alice's environment sits in his view lands in his own tree, not in hers.
+        bob_env = ["pyjokes"]
+        second = _logs_of(
+            client,
+            "bob",
+            "iso-bob",
+            ["python", "-c", PEEK, "/iris-envs", f"/iris-envs/{key}/planted.pth"],
+            bob_env,
+        )
+        sees = next(line for line in second if line.startswith("sees: "))
+        assert key not in sees, second
+        assert not (alice / key / "planted.pth").exists(), second
+        assert any(line.startswith("write refused:") for line in second) or (
+            f"wrote: {envs / 'users' / 'bob' / key / 'planted.pth'}" in second
+        ), second
+
+        # Alice's next job still reuses hers, untouched.
+        third = _logs_of(client, "alice", "iso-alice-2", where, ["pyjokes==0.8.3"])
+        assert any(re.fullmatch(rf"reusing environment {key} on \S+", line) for line in third), third
+        assert f"python: {alice / key / 'bin' / 'python'}" in third, third
+    assert not any(line.startswith("building environment") for line in third), third
 
 
 def test_pip_packages_in_a_pod(k8s: tuple[LocalCluster, Path], tmp_path: Path) -> None:
@@ -114,7 +187,7 @@ def test_pip_packages_in_a_pod(k8s: tuple[LocalCluster, Path], tmp_path: Path) -
     assert "joke: True" in lines
     assert any(line.startswith("building environment") and line.endswith(": pyjokes") for line in lines)
     python = next(line.removeprefix("python: ") for line in lines if line.startswith("python: "))
-    assert Path(python).parent.parent.parent == envs
+    assert Path(python).parent.parent.parent.parent == envs / "users"  # the job's user's part
 
     # A callable with the same packages: the same environment, reused, with Iris (the callable
     # runner) still importable from the image's own packages.

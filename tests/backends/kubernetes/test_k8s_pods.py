@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import Any
@@ -317,6 +318,25 @@ def test_env_contract() -> None:
     assert env["IRIS_ATTEMPT_NUMBER"] == "2"
 
 
+def test_a_pod_mounts_only_its_own_users_environments() -> None:
+    """One user's pod never mounts the node's whole environment directory (every user's builds and
+    uv cache), read-only or not: only that user's part, so it cannot plant code in another's."""
+    config = KubernetesBackendConfig(environment_dir="/var/cache/iris/envs")
+    environment = EnvironmentSpec(pip_packages=["numpy"])
+    paths: dict[str, list[str]] = {}
+    for user in ("alice", "bob", "../alice", "", "Eve.Smith-2"):
+        pod = build(run_spec(environment=environment, user=user), config)
+        kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+        paths[user] = [v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v]
+    assert paths["alice"] == ["/var/cache/iris/envs/users/alice"]
+    assert paths["bob"] == ["/var/cache/iris/envs/users/bob"]
+    assert paths["Eve.Smith-2"] == ["/var/cache/iris/envs/users/Eve.Smith-2"]
+    for odd in ("../alice", ""):  # not a plain name: a hashed directory of its own, under users/
+        [path] = paths[odd]
+        assert re.fullmatch(r"/var/cache/iris/envs/users/_[0-9a-f]{32}", path), path
+    assert len({p for ps in paths.values() for p in ps}) == len(paths)
+
+
 def test_an_environment_is_built_by_an_init_container_and_mounted_read_only() -> None:
     config = KubernetesBackendConfig(
         environment_dir="/var/cache/iris/envs", environment_uv="/usr/local/bin/uv"
@@ -326,6 +346,7 @@ def test_an_environment_is_built_by_an_init_container_and_mounted_read_only() ->
         bundle_id="ab" * 32,
         image="ghcr.io/me/train:1",
         resources=ResourceSpec(cpu=2, memory="2GB", device=DeviceSpec(type="gpu", count=1)),
+        user="alice",
     )
     pod = build(spec, config)
     kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
@@ -344,7 +365,10 @@ def test_an_environment_is_built_by_an_init_container_and_mounted_read_only() ->
     assert init["resources"]["limits"] == {"memory": "2000000000"}
     assert init["securityContext"]["allowPrivilegeEscalation"] is False
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-    assert volumes["iris-envs"]["hostPath"] == {"path": "/var/cache/iris/envs", "type": "DirectoryOrCreate"}
+    assert volumes["iris-envs"]["hostPath"] == {
+        "path": "/var/cache/iris/envs/users/alice",  # alice's own part of the node's cache only
+        "type": "DirectoryOrCreate",
+    }
     assert volumes["iris-uv"]["hostPath"] == {"path": "/usr/local/bin/uv", "type": "File"}
     init_mounts = {m["mountPath"]: m for m in init["volumeMounts"]}
     assert not init_mounts["/iris-envs"].get("readOnly") and init_mounts["/workspace"]["readOnly"]

@@ -4,13 +4,17 @@ environment (``uv sync --frozen`` of the workspace's ``pyproject.toml`` + ``uv.l
 An init container, ``build-env``, runs in the task's own image (its ``python3``) after the bundle
 is unpacked. It keys the environment as a worker does (requirements, lock and pyproject hashes,
 extras, and the image's Python) and looks for it in a per-node cache: a hostPath volume
-(``kubernetes.environment_dir``) mounted at ``/iris-envs``. A finished environment is reused
+(``kubernetes.environment_dir``): only the job's user's own part of it,
+``<environment_dir>/users/<user>`` (:func:`user_directory`), is mounted, at ``/iris-envs``, so one
+user's pods can neither read nor plant code in another user's environments or uv cache. Within it
+keys are as on a worker. A finished environment is reused
 ("reusing environment ..."); otherwise the pod takes a lock file beside it (``flock``: pods on one
 node build it once, the others wait and reuse it), builds it with ``uv`` (from the image, or the
 node's binary named by ``kubernetes.environment_uv``, mounted read-only) and marks it ready.
-``kubernetes.environment_offline`` builds from the node's uv cache (``<dir>/.uv-cache``) only.
+``kubernetes.environment_offline`` builds from the user's uv cache on the node
+(``<environment_dir>/users/<user>/.uv-cache``, pre-warmed by the operator) only.
 
-The task container mounts the cache read-only and its command is wrapped: it prints the build's
+The task container mounts the user's directory read-only and its command is wrapped: it prints the build's
 log (so the attempt's log says what happened), puts the environment's ``bin`` first on ``PATH``
 and becomes the task. A build that fails ends the init container with ``environment: ...`` (uv's
 own error lines) as its last line, which the pod status mapping turns into failure kind
@@ -19,8 +23,11 @@ own error lines) as its last line, which the pod status mapping turns into failu
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
+import posixpath
+import re
 from typing import Any
 
 from iris.cluster.backends.kubernetes.config import KubernetesBackendConfig
@@ -120,7 +127,8 @@ try:
     os.makedirs(root, exist_ok=True)
     lock = open(os.path.join(root, "." + key + ".lock"), "a")
 except OSError as exc:
-    fail(f"cannot write the node's environment directory {root} (kubernetes.environment_dir): "
+    fail(f"cannot write the node's environment directory {root} "
+         f"(<kubernetes.environment_dir>/users/{env.get('IRIS_ENV_USER_DIR', '?')}, the job's user's): "
          f"{exc.strerror or exc}; it must be writable by the pods' uid")
 fcntl.flock(lock, fcntl.LOCK_EX)  # pods of this node build an environment once; the others wait
 if os.path.exists(os.path.join(path, READY_MARKER)):
@@ -213,9 +221,29 @@ def environment_command(spec: RunSpec, argv: list[str]) -> list[str]:
     return ["sh", "-c", wrapper, "iris-env", *argv]
 
 
-def environment_volumes(config: KubernetesBackendConfig) -> list[dict[str, Any]]:
+_SAFE_USER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def user_directory(user: str) -> str:
+    """The name of a user's directory under ``<environment_dir>/users``: the user name itself when
+    it is a plain one (a letter or digit, then letters, digits, ``.``, ``_``, ``-``), else ``_``
+    and a hash of it (no plain name starts with ``_``, so two users never share a directory)."""
+    if _SAFE_USER.fullmatch(user):
+        return user
+    return "_" + hashlib.sha256(user.encode()).hexdigest()[:32]
+
+
+def user_environment_dir(config: KubernetesBackendConfig, user: str) -> str:
+    """The node directory holding ``user``'s environments and uv cache (the pod's only view)."""
+    return posixpath.join(config.environment_dir, "users", user_directory(user))
+
+
+def environment_volumes(config: KubernetesBackendConfig, user: str) -> list[dict[str, Any]]:
+    """The pod's volumes: its user's own environment directory only (never the whole
+    ``environment_dir``, which holds every user's), the build's state, the node's uv."""
+    path = user_environment_dir(config, user)
     volumes: list[dict[str, Any]] = [
-        {"name": ENV_CACHE_VOLUME, "hostPath": {"path": config.environment_dir, "type": "DirectoryOrCreate"}},
+        {"name": ENV_CACHE_VOLUME, "hostPath": {"path": path, "type": "DirectoryOrCreate"}},
         {"name": ENV_STATE_VOLUME, "emptyDir": {}},
     ]
     if config.environment_uv:
@@ -224,7 +252,7 @@ def environment_volumes(config: KubernetesBackendConfig) -> list[dict[str, Any]]
 
 
 def task_environment_mounts() -> list[dict[str, Any]]:
-    """The task container's view: the node's environments read-only, the build's result."""
+    """The task container's view: its user's environments read-only, the build's result."""
     return [
         {"name": ENV_CACHE_VOLUME, "mountPath": ENV_CACHE_DIR, "readOnly": True},
         {"name": ENV_STATE_VOLUME, "mountPath": ENV_STATE_DIR, "readOnly": True},
@@ -248,6 +276,7 @@ def environment_init_container(
     env: dict[str, str] = {
         **config.environment_build_env,
         "IRIS_ENV_ROOT": ENV_CACHE_DIR,
+        "IRIS_ENV_USER_DIR": user_directory(spec.user),
         ENV_STATE_VAR: ENV_STATE_DIR,
         "IRIS_ENV_REQUIREMENTS": json.dumps(list(normalized_requirements(environment.pip_packages))),
         "IRIS_ENV_EXTRAS": json.dumps(sorted(set(environment.extras))),

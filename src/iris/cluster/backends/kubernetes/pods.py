@@ -266,7 +266,7 @@ def build_pod(
             )
         )
         mounts += task_environment_mounts()
-        volumes += environment_volumes(config)
+        volumes += environment_volumes(config, spec.user)
     if gang:
         mounts.append({"name": GANG_VOLUME, "mountPath": GANG_DIR})
         volumes.append({"name": GANG_VOLUME, "emptyDir": {}})
