@@ -20,7 +20,13 @@ needs_uv = pytest.mark.skipif(UV is None, reason="no uv binary on this host")
 
 
 def _build(
-    root: Path, state: Path, uv: str | None, *, requirements: list[str], offline: bool = True
+    root: Path,
+    state: Path,
+    uv: str | None,
+    *,
+    requirements: list[str],
+    offline: bool = True,
+    seed: Path | None = None,
 ) -> subprocess.Popen[str]:
     state.mkdir(parents=True)
     env = {
@@ -32,6 +38,8 @@ def _build(
         "IRIS_NODE_NAME": "n0",
         "IRIS_ENV_UV": uv or "",
     }
+    if seed is not None:
+        env["IRIS_ENV_SEED"] = str(seed)
     return subprocess.Popen(
         [sys.executable, "-c", BUILD_SCRIPT],
         env=env,
@@ -57,6 +65,31 @@ def test_pods_starting_together_on_a_node_build_once(tmp_path: Path) -> None:
         assert (tmp_path / f"pod{i}" / "log").read_text().splitlines() == out.splitlines()
     assert (root / key / ".iris-ready").is_file()
     assert (root / key / "bin" / "python").exists()
+
+
+@needs_uv
+def test_an_offline_build_copies_the_operators_seed_cache_into_the_users(tmp_path: Path) -> None:
+    """The pre-warmed ``<environment_dir>/.uv-cache`` is shared and read-only; each user's builds
+    use a copy (not hard links, which would let one user change the files another's copy reads)."""
+    seed = tmp_path / "seed"
+    (seed / "archive-v0" / "abc").mkdir(parents=True)
+    (seed / "archive-v0" / "abc" / "METADATA").write_text("Name: demo\n")
+    (seed / "wheels-v8" / "pypi" / "demo").mkdir(parents=True)
+    (seed / "wheels-v8" / "pypi" / "demo" / "1.0-py3-none-any").symlink_to("../../../archive-v0/abc")
+    user = tmp_path / "envs" / "users" / "alice"
+    (user / ".uv-cache" / "archive-v0" / "abc").mkdir(parents=True)
+    (user / ".uv-cache" / "CACHEDIR.TAG").write_text("the user's own\n")
+    pod = _build(user, tmp_path / "pod", UV, requirements=[], seed=seed)
+    out = pod.communicate(timeout=120)[0]
+    assert pod.returncode == 0, out
+    copied = user / ".uv-cache" / "archive-v0" / "abc" / "METADATA"
+    assert copied.read_text() == "Name: demo\n"
+    assert copied.stat().st_ino != (seed / "archive-v0" / "abc" / "METADATA").stat().st_ino  # a copy
+    link = user / ".uv-cache" / "wheels-v8" / "pypi" / "demo" / "1.0-py3-none-any"
+    assert os.readlink(link) == "../../../archive-v0/abc" and (link / "METADATA").is_file()
+    assert (user / ".uv-cache" / "CACHEDIR.TAG").read_text() == "the user's own\n"  # kept
+    assert sorted(p.name for p in seed.rglob("*")) == ["1.0-py3-none-any", "METADATA", "abc", "archive-v0",
+                                                        "demo", "pypi", "wheels-v8"]  # fmt: skip
 
 
 @needs_uv

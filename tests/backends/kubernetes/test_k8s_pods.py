@@ -336,6 +336,19 @@ def test_a_pod_mounts_only_its_own_users_environments() -> None:
         assert re.fullmatch(r"/var/cache/iris/envs/users/_[0-9a-f]{32}", path), path
     assert len({p for ps in paths.values() for p in ps}) == len(paths)
 
+    # Offline: the operator's pre-warmed uv cache, read-only and for the build only (it copies it).
+    offline = KubernetesBackendConfig(environment_dir="/var/cache/iris/envs", environment_offline=True)
+    pod = build(run_spec(environment=environment, user="alice"), offline)
+    kubernetes_validate.validate(pod, K8S_VERSION, strict=True)
+    assert {v["name"]: v["hostPath"]["path"] for v in pod["spec"]["volumes"] if "hostPath" in v} == {
+        "iris-envs": "/var/cache/iris/envs/users/alice",
+        "iris-uv-seed": "/var/cache/iris/envs/.uv-cache",
+    }
+    [init] = pod["spec"]["initContainers"]
+    [task] = pod["spec"]["containers"]
+    assert {"name": "iris-uv-seed", "mountPath": "/iris-uv-seed", "readOnly": True} in init["volumeMounts"]
+    assert all(m["name"] != "iris-uv-seed" for m in task["volumeMounts"])
+
 
 def test_an_environment_is_built_by_an_init_container_and_mounted_read_only() -> None:
     config = KubernetesBackendConfig(

@@ -11,8 +11,10 @@ keys are as on a worker. A finished environment is reused
 ("reusing environment ..."); otherwise the pod takes a lock file beside it (``flock``: pods on one
 node build it once, the others wait and reuse it), builds it with ``uv`` (from the image, or the
 node's binary named by ``kubernetes.environment_uv``, mounted read-only) and marks it ready.
-``kubernetes.environment_offline`` builds from the user's uv cache on the node
-(``<environment_dir>/users/<user>/.uv-cache``, pre-warmed by the operator) only.
+``kubernetes.environment_offline`` builds from the user's uv cache on the node only
+(``<environment_dir>/users/<user>/.uv-cache``), into which a build first copies what it lacks of
+the operator's pre-warmed ``<environment_dir>/.uv-cache`` (mounted read-only into ``build-env``
+only, at ``/iris-uv-seed``; copied, never hard-linked, so no user can change it for the others).
 
 The task container mounts the user's directory read-only and its command is wrapped: it prints the build's
 log (so the attempt's log says what happened), puts the environment's ``bin`` first on ``PATH``
@@ -48,6 +50,8 @@ ENV_STATE_VOLUME = "iris-env"
 ENV_STATE_DIR = "/iris-env"
 ENV_UV_VOLUME = "iris-uv"
 ENV_UV = "/opt/iris-uv/uv"
+ENV_SEED_VOLUME = "iris-uv-seed"
+ENV_SEED_DIR = "/iris-uv-seed"
 ENV_STATE_VAR = "IRIS_ENV_STATE"
 # Prints the build's log, enters the environment, becomes the task ("$@").
 ENV_WRAPPER = (
@@ -142,6 +146,36 @@ uv_env.update(UV_CACHE_DIR=os.path.join(root, ".uv-cache"), UV_PYTHON_DOWNLOADS=
 uv_env.setdefault("HOME", scratch)
 if env.get("IRIS_ENV_OFFLINE") == "1":
     uv_env["UV_OFFLINE"] = "1"
+
+
+# Copies what the user's uv cache lacks from the operator's read-only seed cache (copies, never
+# hard links: a link would let this user write the seed's files, which the others' copies read).
+def seed_cache(seed, cache):
+    for top, dirs, files in os.walk(seed):
+        target = os.path.normpath(os.path.join(cache, os.path.relpath(top, seed)))
+        os.makedirs(target, exist_ok=True)
+        for name in [*dirs, *files]:
+            src, dst = os.path.join(top, name), os.path.join(target, name)
+            if os.path.lexists(dst):
+                continue
+            if os.path.islink(src):  # uv's cache links are relative, within the cache
+                try:
+                    os.symlink(os.readlink(src), dst)
+                except FileExistsError:
+                    pass
+            elif name in files and os.path.isfile(src):
+                part = f"{dst}.{os.getpid()}.iris-part"
+                shutil.copy2(src, part)
+                os.replace(part, dst)
+
+
+seed = env.get("IRIS_ENV_SEED")
+if seed and os.path.isdir(seed):
+    try:
+        seed_cache(seed, uv_env["UV_CACHE_DIR"])
+    except OSError as exc:
+        fail(f"cannot copy the node's pre-warmed uv cache (<kubernetes.environment_dir>/.uv-cache) into "
+             f"the user's: {exc}")
 where = " offline" if env.get("IRIS_ENV_OFFLINE") == "1" else ""
 
 
@@ -248,6 +282,9 @@ def environment_volumes(config: KubernetesBackendConfig, user: str) -> list[dict
     ]
     if config.environment_uv:
         volumes.append({"name": ENV_UV_VOLUME, "hostPath": {"path": config.environment_uv, "type": "File"}})
+    if config.environment_offline:  # the operator's pre-warmed cache: read-only, build-env only
+        seed = posixpath.join(config.environment_dir, ".uv-cache")
+        volumes.append({"name": ENV_SEED_VOLUME, "hostPath": {"path": seed, "type": "DirectoryOrCreate"}})
     return volumes
 
 
@@ -295,6 +332,9 @@ def environment_init_container(
     if config.environment_uv:
         env["IRIS_ENV_UV"] = ENV_UV
         mounts.append({"name": ENV_UV_VOLUME, "mountPath": ENV_UV, "readOnly": True})
+    if config.environment_offline:
+        env["IRIS_ENV_SEED"] = ENV_SEED_DIR
+        mounts.append({"name": ENV_SEED_VOLUME, "mountPath": ENV_SEED_DIR, "readOnly": True})
     entries: list[dict[str, Any]] = [{"name": k, "value": v.replace("$", "$$")} for k, v in env.items()]
     entries.append({"name": "IRIS_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}})
     container: dict[str, Any] = {
