@@ -109,9 +109,10 @@ class KubernetesBackendConfig(BaseModel):
         default="/var/cache/iris/envs",
         pattern=r"^/",
         max_length=1024,
-        description="Directory on each node (a hostPath volume) where the environments of jobs with "
-        "`--pip` packages or a uv project are built once and reused by later pods of that node; it "
-        "must be writable by the pods' uid (`run_as_user`).",
+        description="Directory on each node where the environments of jobs with `--pip` packages or "
+        "a uv project are built once and reused by later pods of that node: each user's in "
+        "`<environment_dir>/users/<user>` (a hostPath volume; a pod mounts only its own user's), "
+        "which must be writable by the pods' uid (`run_as_user`).",
     )
     environment_uv: str | None = Field(
         default=None,
@@ -129,7 +130,8 @@ class KubernetesBackendConfig(BaseModel):
     environment_offline: bool = Field(
         default=False,
         description="Build environments without the network (`UV_OFFLINE`), from the uv cache in "
-        "`<environment_dir>/.uv-cache` that the operator pre-warmed: for air-gapped nodes.",
+        "`<environment_dir>/.uv-cache` that the operator pre-warmed (read-only to builds, copied into "
+        "each user's own cache): for air-gapped nodes.",
     )
     terminal_pod_retention_s: float = Field(default=600.0, ge=0)
     # How long a pod may wait on an image pull error (ErrImagePull, ImagePullBackOff) before its
