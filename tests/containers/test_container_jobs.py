@@ -257,6 +257,16 @@ time.sleep(600)
 """
 
 
+SECRET = "a-secret-the-cli-reads-not-on-argv"
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def test_profiling_a_container_task_runs_nothing_of_the_tasks_environment(
     cluster: LocalCluster, client: IrisClient, workdir: Path
 ) -> None:
@@ -264,6 +274,7 @@ def test_profiling_a_container_task_runs_nothing_of_the_tasks_environment(
         cluster, workdir, "job", "run", "--no-workspace", "--no-wait", "--json", "--image", PYTHON_IMAGE,
         "--env", "PATH=.:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         "--env", "DOCKER_HOST=unix:///nonexistent/docker.sock",
+        "--env", f"DOCKER_TOKEN={SECRET}",
         "--", "python3", "-c", PLANT_SH,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
@@ -274,12 +285,27 @@ def test_profiling_a_container_task_runs_nothing_of_the_tasks_environment(
         threads = run_iris(cluster, workdir, "job", "profile", job.job_id, "--kind", "threads")
         assert threads.returncode == 0, threads.stderr
         assert not (work_dir / "planted-sh-ran").exists()
-        seen = run_iris(cluster, workdir, "job", "exec", job.job_id, "--", "printenv", "DOCKER_HOST", "PATH")
+        seen = run_iris(
+            cluster,
+            workdir,
+            "job",
+            "exec",
+            job.job_id,
+            "--",
+            "printenv",
+            "DOCKER_TOKEN",
+            "DOCKER_HOST",
+            "PATH",
+        )
         assert seen.returncode == 0, seen.stderr
+        # The container has them all ...
         assert seen.stdout.split() == [
+            SECRET,
             "unix:///nonexistent/docker.sock",
             ".:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
         ]
+        # ... but not on a command line (any local user can read those while the task runs).
+        assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and SECRET in _cmdline(pid)]
         assert not (work_dir / "planted-sh-ran").exists()
     finally:
         job.kill()

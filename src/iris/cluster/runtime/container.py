@@ -33,6 +33,7 @@ import re
 import shutil
 import subprocess
 import sysconfig
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -119,6 +120,8 @@ class ContainerTaskRuntime:
         self._limits: dict[str, int] = {}
         self._pids: dict[str, int] = {}
         self._callables: set[str] = set()
+        # Attempt -> the --env-file holding its variables the CLI must not read itself.
+        self._env_files: dict[str, str] = {}
         # Adopted attempts: their ``docker wait`` (the exit code, once the container ends).
         self._waits: dict[str, subprocess.Popen[str]] = {}
 
@@ -216,19 +219,41 @@ class ContainerTaskRuntime:
         if venv:  # the job's environment, built in this image by the worker: read-only, same path
             args += ["-v", f"{venv}:{venv}:ro"]
         env = dict(self._env)
+        own: list[str] = []
         for key, value in task_env.items():
-            if steers_the_cli(key):
-                # The CLI runs as the worker (root): the task's PATH, LD_PRELOAD or DOCKER_CONFIG
-                # must not be the CLI's own. The container gets the value all the same.
-                args += ["-e", f"{key}={value}"]
-            else:
+            if not steers_the_cli(key):
                 args += ["-e", key]  # the value comes from the CLI's own environment: not on argv
                 env[key] = value
+            elif "\n" in value or "\r" in value:
+                args += ["-e", f"{key}={value}"]  # an env file cannot hold it
+            else:
+                own.append(f"{key}={value}\n")
+        if own:
+            # The CLI runs as the worker (root): the task's PATH, LD_PRELOAD or DOCKER_CONFIG must
+            # not be the CLI's own. The container gets them from a file only root can read (not
+            # on the command line, which any local user can read while the task runs).
+            args += ["--env-file", self._write_env_file(uid, own)]
         args.append(spec.image)
         args += argv
         return args, env
 
+    def _write_env_file(self, attempt_uid: str, lines: Sequence[str]) -> str:
+        fd, path = tempfile.mkstemp(prefix="iris-env-", suffix=".list")  # 0600, the worker's
+        with os.fdopen(fd, "w", encoding="utf-8", errors="surrogateescape") as out:
+            out.writelines(lines)
+        self._env_files[attempt_uid] = path
+        return path
+
+    def _drop_env_file(self, attempt_uid: str) -> None:
+        path = self._env_files.pop(attempt_uid, None)
+        if path is not None:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
     def observe(self, attempt_uid: str, returncode: int) -> ExitFacts:
+        self._drop_env_file(attempt_uid)
         name = container_name(self.worker_id, attempt_uid)
         facts = ExitFacts()
         waiter = self._waits.pop(attempt_uid, None)
@@ -442,6 +467,7 @@ class ContainerTaskRuntime:
         return [(name, uid) for name, _, uid in pairs if name]
 
     def release(self, attempt_uid: str) -> None:
+        self._drop_env_file(attempt_uid)
         waiter = self._waits.pop(attempt_uid, None)
         if waiter is not None:
             _waited(waiter, wait=False)

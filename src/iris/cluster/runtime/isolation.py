@@ -323,7 +323,7 @@ _SYSV_IPC = {"shm": (1, (7, 9), "shmctl"), "msg": (1, (7, 9), "msgctl"), "sem": 
 
 def remove_leftovers_of(uid: int, roots: Sequence[Path] = SHARED_TEMP_DIRS) -> None:
     """Delete every file and directory ``uid`` owns in the shared temporary directories (and in
-    world-writable directories under them), and its System V IPC objects. A task's /tmp files
+    root's world-writable directories under them), and its System V IPC objects. A task's /tmp files
     (even mode 0600) would otherwise belong to the next attempt, of another user, leased that uid.
     Call only when no process of ``uid`` is left (nothing can race the removal)."""
     for root in roots:
@@ -351,7 +351,12 @@ def _scrub(dir_fd: int, uid: int, depth: int) -> None:
                     shutil.rmtree(entry.name, dir_fd=dir_fd)  # fd-based: never follows a link
                 else:
                     os.unlink(entry.name, dir_fd=dir_fd)
-            elif stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_IWOTH and depth < _SCRUB_DEPTH:
+            elif (
+                stat.S_ISDIR(info.st_mode)
+                and info.st_mode & stat.S_IWOTH
+                and info.st_uid == 0  # the system's (.X11-unix); not a tree another task made to slow this
+                and depth < _SCRUB_DEPTH
+            ):
                 sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
                 try:
                     _scrub(sub, uid, depth + 1)
