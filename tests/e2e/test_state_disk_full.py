@@ -35,11 +35,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 def _fill(mnt: Path) -> Path:
     filler = mnt / "filler"
-    with filler.open("wb") as f:
+    # Unbuffered: a buffered file would hold the last partial write and raise ENOSPC again on close.
+    with filler.open("wb", buffering=0) as f:
         try:
             while True:
                 f.write(b"\0" * 65536)
-                f.flush()
         except OSError:
             pass  # ENOSPC: the disk is full
     return filler

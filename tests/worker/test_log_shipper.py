@@ -117,6 +117,41 @@ def test_a_log_that_rotated_before_it_was_shipped_arrives_whole_and_in_order(
     assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(350)]
 
 
+def test_a_rotation_between_choosing_a_file_and_opening_it_skips_nothing(
+    server: StoreServer, tmp_path: Path
+) -> None:
+    """The shipper picks the oldest file by name; if the log rotates before it opens that name, the
+    name holds the next newer file: it must choose again, not skip the oldest one's lines."""
+    attempts, log = attempt_log(tmp_path, max_bytes=40_000)
+    write(log, 0, 300)  # three rotations: four files
+    rotations = log.rotations
+
+    class RotatingWhileLocating(LogShipper):
+        rotated = False
+
+        def _locate(self, cursor):  # type: ignore[no-untyped-def]
+            chosen = super()._locate(cursor)
+            if not self.rotated:  # once: the writer rotates right after the choice
+                self.rotated = True
+                write(log, 300, 86)
+            return chosen
+
+    ended = {UID: False}
+    s = RotatingWhileLocating(
+        server.url, "w1", attempts, lambda _mark: (0, dict(ended)), interval_s=0.02, max_push_bytes=4096
+    )
+    s.start()
+    try:
+        wait_until(lambda: s.rotated)
+        log.close()
+        ended[UID] = True
+        wait_until(lambda: s.backlog() == 0)
+    finally:
+        s.stop()
+    assert log.rotations == rotations + 1
+    assert server.lines() == [f"line {i:05d} padded to be a little longer" for i in range(386)]
+
+
 def ship_through_an_outage(server: StoreServer, tmp_path: Path, *, refused_pushes: int = 0) -> list[str]:
     """20 lines shipped, then 2,000 more (~160 KB: eight times what the worker keeps) written while
     the controller answers 503; after ``refused_pushes`` pushes refused since, the attempt ends

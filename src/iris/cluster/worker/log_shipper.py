@@ -59,6 +59,17 @@ class _Cursor:
     lost_output: bool = False
 
 
+_LOCATE_TRIES = 8
+
+
+def _inode_of(path: str) -> int:
+    """The inode of ``path``; 0 when there is no such file."""
+    try:
+        return os.stat(path).st_ino
+    except FileNotFoundError:
+        return 0
+
+
 def _relocated(cursor: _Cursor) -> _Cursor:
     """Forget which file the cursor is in (its next read starts a file from its first byte)."""
     cursor.inode, cursor.head, cursor.byte_pos = 0, b"", 0
@@ -281,12 +292,20 @@ class LogShipper:
             if quick.st_ino == cursor.inode and quick.st_size == cursor.byte_pos and not cursor.lost_output:
                 return b"", 0, 0, True  # nothing new (the common case: no need to open the file)
             current = not locate and quick.st_ino == cursor.inode and quick.st_size > cursor.byte_pos
-        path, lost = (cursor.path, False) if current else self._locate(cursor)
-        try:
-            fd = os.open(path, _O_RDONLY)
-        except FileNotFoundError:
-            # A new attempt's log not made yet reads as complete and empty, as before it is found.
-            return b"", 0, 0, not cursor.inode and path == cursor.path
+        if current:
+            path, lost = cursor.path, False
+            try:
+                fd = os.open(path, _O_RDONLY)
+            except FileNotFoundError:
+                return b"", 0, 0, False
+        else:
+            located = self._locate_and_open(cursor)
+            if located is None:
+                return b"", 0, 0, False
+            path, lost, fd = located
+            if fd < 0:
+                # A new attempt's log not made yet reads as complete and empty, as before it is found.
+                return b"", 0, 0, not cursor.inode and path == cursor.path
         try:
             stat = os.fstat(fd)
             if current and os.pread(fd, len(cursor.head), 0) != cursor.head:
@@ -310,6 +329,29 @@ class LogShipper:
         # A half-written last line (no newline yet) waits for the next cycle.
         reached_end = path == cursor.path and cursor.byte_pos + cut >= stat.st_size
         return prefix + data, prefix.count(b"\n") + data.count(b"\n"), len(data), reached_end
+
+    def _locate_and_open(self, cursor: _Cursor) -> tuple[str, bool, int] | None:
+        """(path, output lost, open fd or -1 when there is no such file) of the file to read next;
+        None when the log kept rotating while it was chosen (the next cycle tries again).
+
+        A rotation between choosing a file by name and opening it shifts every name by one, so the
+        name would open the next newer file and skip one. Each rotation gives the current log a new
+        inode (the old one lives on as ``.1``): when it changed meanwhile, the choice is made again
+        from the cursor as it was."""
+        saved = (cursor.inode, cursor.head, cursor.byte_pos)
+        for _ in range(_LOCATE_TRIES):
+            mark = _inode_of(cursor.path)
+            path, lost = self._locate(cursor)
+            try:
+                fd = os.open(path, _O_RDONLY)
+            except FileNotFoundError:
+                fd = -1
+            if _inode_of(cursor.path) == mark:
+                return path, lost, fd
+            if fd >= 0:
+                os.close(fd)
+            cursor.inode, cursor.head, cursor.byte_pos = saved
+        return None  # rotating faster than it can be read: the next cycle tries again
 
     def _is_cursors_file(self, path: str, cursor: _Cursor) -> int | None:
         """The size of ``path`` if it is the file the cursor is in (inode and first bytes agree)."""
