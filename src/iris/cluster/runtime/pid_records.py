@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iris.cluster.runtime.proc_table import (
+    ProcInfo,
     boot_id,
     process_tree,
     read_environ,
@@ -203,11 +204,7 @@ def kill_leftover_trees(pids_dir: Path, worker_id: str, records: list[PidRecord]
     current_boot = boot_id()
     table = scan_process_table()
     me = os.getpid()
-    targets: set[int] = set()
-    for record in records:
-        leader = table.get(record.pgid)
-        if record.boot_id == current_boot and leader is not None and leader.start_ticks == record.start_ticks:
-            targets |= process_tree(table, record.pgid, record.pgid)
+    targets = _recorded_trees(records, table, current_boot)
     uids = {record.attempt_uid for record in records}
     # A per-attempt task uid names every process of the attempt, however it detached.
     task_uids = {r.task_uid for r in records if r.task_uid >= 0 and r.boot_id == current_boot}
@@ -219,11 +216,7 @@ def kill_leftover_trees(pids_dir: Path, worker_id: str, records: list[PidRecord]
         if env.get("IRIS_ATTEMPT_UID") in uids and env.get("IRIS_WORKER_ID") == worker_id:
             targets.add(pid)
     targets.discard(me)
-    for pid in targets:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    _kill_all(targets)
     if targets:
         logger.warning(
             "killed %d leftover processes of %d attempts from a previous run", len(targets), len(records)
@@ -238,18 +231,26 @@ def kill_launchers(records: list[PidRecord]) -> list[str]:
     are left running, for a restarted worker to adopt. Returns the attempt uids."""
     if not records:
         return []
-    current_boot = boot_id()
-    table = scan_process_table()
-    me = os.getpid()
+    targets = _recorded_trees(records, scan_process_table(), boot_id())
+    targets.discard(os.getpid())
+    _kill_all(targets)
+    return sorted(record.attempt_uid for record in records)
+
+
+def _recorded_trees(records: list[PidRecord], table: dict[int, ProcInfo], current_boot: str) -> set[int]:
+    """The processes of every recorded tree whose group leader still runs (same boot, same start
+    time: not a newer process that got the recycled pid)."""
     targets: set[int] = set()
     for record in records:
         leader = table.get(record.pgid)
         if record.boot_id == current_boot and leader is not None and leader.start_ticks == record.start_ticks:
             targets |= process_tree(table, record.pgid, record.pgid)
-    targets.discard(me)
-    for pid in targets:
+    return targets
+
+
+def _kill_all(pids: set[int]) -> None:
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-    return sorted(record.attempt_uid for record in records)

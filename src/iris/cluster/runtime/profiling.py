@@ -68,7 +68,7 @@ def pod_profile_argv(kind: Kind, seconds: float, fmt: Format) -> list[str]:
     the profiler is the image's own (``py-spy``, or ``memray`` for ``memory``, on its PATH)."""
     tool = "memray" if kind == "memory" else "py-spy"
     find = (
-        f'B=$(command -v {tool}) || {{ echo "{tool} is not installed in the task\'s image '
+        f"B=$(command -v {tool}) || {{ echo \"{tool} is not installed in the task's image "
         f'(pip install {tool} there to profile its pods)" >&2; exit 3; }}; '
         'IRIS_WORKER_BIN=$(dirname "$B"); IRIS_TASK_PID=1; '
     )

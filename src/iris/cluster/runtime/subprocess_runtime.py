@@ -97,6 +97,26 @@ _devnull_fd = -1
 _devnull_lock = threading.Lock()
 
 
+def _spawn_piped(
+    popen: Callable[..., subprocess.Popen[bytes]], argv: list[str], args: dict[str, Any]
+) -> tuple[subprocess.Popen[bytes], int, int]:
+    """Start ``argv`` in a session of its own, stdin /dev/null, stdout and stderr into new pipes
+    (through ``popen``: Popen itself or a spawner thread's); returns it and the pipes' read ends.
+    The write ends are closed here whatever happens, the read ends too if it did not start."""
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    try:
+        started = popen(argv, stdin=_devnull(), stdout=out_w, stderr=err_w, start_new_session=True, **args)
+    except BaseException:
+        os.close(out_r)
+        os.close(err_r)
+        raise
+    finally:
+        os.close(out_w)
+        os.close(err_w)
+    return started, out_r, err_r
+
+
 def _devnull() -> int:
     """A descriptor of /dev/null kept open for the life of the process, every attempt's stdin:
     ``subprocess.DEVNULL`` opens and closes /dev/null at every start. Close-on-exec; ``Popen``
@@ -842,31 +862,20 @@ class SubprocessRuntime:
                 Launch(spec, argv, env, work_dir, task_uid=task_uid, device_env=device_env)
             )
         attempt.env = env
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
         popen_args: dict[str, Any] = {
             "cwd": work_dir,
             "env": env,
-            "stdin": _devnull(),
-            "stdout": out_w,
-            "stderr": err_w,
-            "start_new_session": True,
             "umask": TASK_UMASK,  # the usual one; the worker's own (077) keeps its state dir private
             # Popen would join the name to every PATH directory at every start.
             "executable": resolve_executable(argv[0], env.get("PATH", os.defpath)),
         }
-        try:
-            if self._spawner is None:
-                popen = subprocess.Popen(argv, **popen_args)
-            else:
-                popen = self._spawner.submit(subprocess.Popen, argv, **popen_args).result()
-        except BaseException:
-            os.close(out_r)
-            os.close(err_r)
-            raise
-        finally:
-            os.close(out_w)
-            os.close(err_w)
+        spawner = self._spawner
+        if spawner is None:
+            popen, out_r, err_r = _spawn_piped(subprocess.Popen, argv, popen_args)
+        else:
+            popen, out_r, err_r = _spawn_piped(
+                lambda a, **kw: spawner.submit(subprocess.Popen, a, **kw).result(), argv, popen_args
+            )
         try:
             pidfd = os.pidfd_open(popen.pid)
             info = read_proc(popen.pid)
@@ -930,19 +939,7 @@ class SubprocessRuntime:
         attempt.log = AttemptLogWriter(log_path, self._log_max_bytes, masks=left.masks)
         attempt.log.skip_lines(skip_out, skip_err)  # the engine replays the whole output
         argv, env = self._containers.follow(left)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        try:
-            popen = subprocess.Popen(
-                argv, env=env, stdin=_devnull(), stdout=out_w, stderr=err_w, start_new_session=True
-            )
-        except BaseException:
-            os.close(out_r)
-            os.close(err_r)
-            raise
-        finally:
-            os.close(out_w)
-            os.close(err_w)
+        popen, out_r, err_r = _spawn_piped(subprocess.Popen, argv, {"env": env})
         self._containers.await_exit(left)
         attempt.log.system(
             f"worker restarted: adopted the running container {left.name} (its output follows from "
