@@ -108,12 +108,13 @@ def test_local_cluster_starts_its_own_real_control_plane(tmp_path: Path) -> None
     proc = _start(["--state-dir", str(state), "--real-node", "no"], out)
     pids: list[int] = []
     try:
-        match = wait_until(
-            lambda: re.search(r"controller: (http://\S+)", out.read_text()),
-            timeout=300,
-            what=f"the URL (log: {out})",
+        # The whole banner (it ends with "Press Ctrl-C"): its lines are written one by one.
+        wait_until(
+            lambda: "Press Ctrl-C to stop." in out.read_text(), timeout=300, what=f"the banner (log: {out})"
         )
         text = out.read_text()
+        match = re.search(r"controller: (http://\S+)", text)
+        assert match, text
         assert "(kubernetes backend) is up" in text
         assert re.search(
             r"kubernetes: real control plane at https://127\.0\.0\.1:\d+ \(with Kueue\)", text
