@@ -52,5 +52,13 @@ def iris(
     cluster: LocalCluster, token: str, *args: str, stdin: str = "", **env: str
 ) -> subprocess.CompletedProcess[str]:
     """The CLI against ``cluster`` as the holder of ``token``."""
-    full_env = {**os.environ, "IRIS_CONTROLLER_URL": cluster.url, "IRIS_TOKEN": token, "COLUMNS": "200", **env}
-    return subprocess.run([*IRIS, *args], input=stdin, capture_output=True, text=True, env=full_env, timeout=120)
+    full_env = {
+        **os.environ,
+        "IRIS_CONTROLLER_URL": cluster.url,
+        "IRIS_TOKEN": token,
+        "COLUMNS": "200",
+        **env,
+    }
+    return subprocess.run(
+        [*IRIS, *args], input=stdin, capture_output=True, text=True, env=full_env, timeout=120
+    )

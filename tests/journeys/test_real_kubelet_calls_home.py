@@ -91,7 +91,9 @@ def _parent(x: int) -> list[int]:
 
     ctx = iris_ctx()
     child = ctx.client.submit(
-        Entrypoint.from_callable(_square_plus, x), name="child", resources=ResourceSpec(cpu=0.25, memory="128MB")
+        Entrypoint.from_callable(_square_plus, x),
+        name="child",
+        resources=ResourceSpec(cpu=0.25, memory="128MB"),
     )
     return [*child.result(timeout=120), len(ctx.job_id)]
 

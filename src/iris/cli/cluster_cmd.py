@@ -236,7 +236,9 @@ def cluster_start(
             )
             console.print(f"  nodes:      {nodes} ({lc.ready_info['k8s_runtime']})")
             if lc.ready_info.get("pod_controller_url"):
-                console.print(f"  pods reach: {lc.ready_info['pod_controller_url']} (the node's veth; by token only)")
+                console.print(
+                    f"  pods reach: {lc.ready_info['pod_controller_url']} (the node's veth; by token only)"
+                )
             elif lc.ready_info.get("k8s_real_node"):
                 console.print(
                     "  pods reach: nothing (--no-auth: the controller stays on loopback, so workspace"

@@ -18,8 +18,7 @@ from iris.rpc.models import (
 )
 
 
-def build_router(controller: Controller) -> APIRouter:
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
 
     # ---- per-user budgets (the scheduler's first gate): anyone reads, admins change
 
@@ -51,5 +50,3 @@ def build_router(controller: Controller) -> APIRouter:
         if not controller.remove_budget(user):
             raise NotFound(f"{user} has no budget set by iris user budget set")
         return Response(status_code=204)
-
-    return router

@@ -18,8 +18,7 @@ from iris.rpc.errors import (
 )
 
 
-def build_router(controller: Controller) -> APIRouter:
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
 
     # ---- workspace bundles (content-addressed archives; see controller/bundles.py)
 
@@ -62,5 +61,3 @@ def build_router(controller: Controller) -> APIRouter:
 
             created = await run_in_threadpool(own)
         return Response(status_code=201 if created else 200)
-
-    return router

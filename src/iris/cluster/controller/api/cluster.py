@@ -18,8 +18,7 @@ from iris.rpc.models import (
 )
 
 
-def build_router(controller: Controller) -> APIRouter:
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
 
     @router.get("/api/v1/cluster", response_model=ClusterStatus)
     def cluster_status(request: Request) -> Response:
@@ -108,5 +107,3 @@ def build_router(controller: Controller) -> APIRouter:
     def cluster_overview() -> dict[str, object]:
         """KUBERNETES: pods by phase, Kueue admission, nodes. WORKER controllers use /api/v1/workers."""
         return controller.require_backend().overview()
-
-    return router

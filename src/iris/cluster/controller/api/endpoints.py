@@ -19,8 +19,7 @@ from iris.rpc.models import (
 )
 
 
-def build_router(controller: Controller) -> APIRouter:
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
     owned_job = partial(access.owned_job, controller)
 
     @router.post("/api/v1/endpoints", response_model=EndpointInfo)
@@ -49,5 +48,3 @@ def build_router(controller: Controller) -> APIRouter:
         if not principal.is_admin:
             rows = [r for r in rows if r.namespace.startswith(f"{principal.user}/")]
         return EndpointList(endpoints=rows)
-
-    return router

@@ -10,8 +10,7 @@ from iris.cluster.controller.controller import Controller
 from iris.cluster.controller.metrics import CONTENT_TYPE
 
 
-def build_router(controller: Controller) -> APIRouter:
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
 
     @router.get("/healthz")
     def healthz() -> JSONResponse:
@@ -27,5 +26,3 @@ def build_router(controller: Controller) -> APIRouter:
     def metrics() -> Response:
         """Prometheus text exposition (docs/operations.md lists every series)."""
         return Response(controller.metrics.exposition(), media_type=CONTENT_TYPE)
-
-    return router

@@ -38,8 +38,7 @@ from iris.rpc.models import (
 MAX_JOB_WAIT_S = 60.0  # the longest a job wait holds its request open
 
 
-def build_router(controller: Controller) -> APIRouter:
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
     owned_job = partial(access.owned_job, controller)
     as_caller = partial(access.as_caller, controller)
 
@@ -186,5 +185,3 @@ def build_router(controller: Controller) -> APIRouter:
                 raise NotFound(f"job {job_id} does not exist")
             detail = views.job_detail(cur, row, task_offset=task_offset, task_limit=task_limit)
         return model_response(attach_failures(controller, detail)), detail.state
-
-    return router

@@ -418,9 +418,8 @@ def _index(task_id: str) -> int:
     return int(tail) if tail.isdigit() else -1
 
 
-def build_router(controller: Controller) -> APIRouter:
-    """The log routes; include before the jobs router (its ``/api/v1/jobs/{path}`` matches anything)."""
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
+    """The log routes; add them before the jobs routes (their ``/api/v1/jobs/{path}`` matches anything)."""
 
     def live_task_logs(task_id: str, uid: str, *, offset: int, limit: int) -> LogsResponse:
         """A page read from the machine running the attempt (before its worker shipped anything)."""
@@ -435,4 +434,3 @@ def build_router(controller: Controller) -> APIRouter:
         owned_task=partial(access.owned_task, controller),
         fallback_task_logs=live_task_logs,
     )
-    return router

@@ -21,8 +21,7 @@ from iris.rpc.models import (
 )
 
 
-def build_router(controller: Controller) -> APIRouter:
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
 
     # ---- per-user secrets: values go in, never come out (see controller/secrets.py)
 
@@ -69,5 +68,3 @@ def build_router(controller: Controller) -> APIRouter:
         if not controller.secrets.remove(owner, secret_name(name)):
             raise NotFound(f"{owner} has no secret named {name}")
         return Response(status_code=204)
-
-    return router

@@ -31,8 +31,7 @@ from iris.rpc.models import (
 )
 
 
-def build_router(controller: Controller) -> APIRouter:
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
     owned_task = partial(access.owned_task, controller)
 
     @router.post("/api/v1/tasks/{task_path:path}:result", status_code=204)
@@ -82,5 +81,3 @@ def build_router(controller: Controller) -> APIRouter:
             return Response(result.stdout, media_type="image/svg+xml")
         text = top_functions(result.stdout) if kind == "cpu" else result.stdout
         return Response(text, media_type="text/plain; charset=utf-8")
-
-    return router

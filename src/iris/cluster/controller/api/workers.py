@@ -25,8 +25,7 @@ from iris.rpc.models import (
 )
 
 
-def build_router(controller: Controller) -> APIRouter:
-    router = APIRouter()
+def add_routes(router: APIRouter, controller: Controller) -> None:
 
     @router.post("/api/v1/workers/register", response_model=RegisterResponse)
     def register(req: RegisterRequest) -> Response:
@@ -119,5 +118,3 @@ def build_router(controller: Controller) -> APIRouter:
         if not controller.uncordon_worker(worker_id):
             raise NotFound(f"worker {worker_id} is not cordoned or draining")
         return Response(status_code=204)
-
-    return router

@@ -108,7 +108,9 @@ def live_gang_ports(cur: sqlite3.Cursor) -> set[int]:
     process may still hold the port): a new gang gets none of them."""
     return {
         r[0]
-        for r in cur.execute("SELECT DISTINCT gang_port FROM attempts WHERE released = 0 AND gang_port IS NOT NULL")
+        for r in cur.execute(
+            "SELECT DISTINCT gang_port FROM attempts WHERE released = 0 AND gang_port IS NOT NULL"
+        )
     }
 
 

@@ -290,7 +290,10 @@ def gang_leader_addresses(
             (job_id, generation),
         ).fetchone()
         if row is not None:
-            out[(job_id, generation)] = (row[0], row[1] if row[1] is not None else gang_port(job_id, generation))
+            out[(job_id, generation)] = (
+                row[0],
+                row[1] if row[1] is not None else gang_port(job_id, generation),
+            )
     return out
 
 
