@@ -37,6 +37,7 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -340,30 +341,80 @@ def remove_leftovers_of(uid: int, roots: Sequence[Path] = SHARED_TEMP_DIRS) -> N
     _remove_sysv_ipc(uid)
 
 
+@dataclass(frozen=True)
+class _Listing:
+    """What a shared temporary directory held when last listed in full."""
+
+    changed_ns: int  # its ctime then: any entry added, removed or renamed since changes it
+    owners: frozenset[int]  # the uids owning its entries
+    shared: tuple[str, ...]  # its root-owned world-writable subdirectories (scrubbed in turn)
+
+
+# (st_dev, st_ino) -> listing. A release on a busy worker lists /tmp, and stat-ing each of its
+# entries costs ~4 us: 3.5 ms a release with 800 entries. Unchanged since a full listing in which
+# ``uid`` owned nothing, a directory needs no second look. Only a ctime older than the listing by
+# this much is trusted: a change in the same clock tick as the listing would keep the same ctime.
+_listings: dict[tuple[int, int], _Listing] = {}
+_listings_lock = threading.Lock()
+_SETTLED_NS = 1_000_000_000
+
+
 def _scrub(dir_fd: int, uid: int, depth: int) -> None:
+    now = os.fstat(dir_fd)
+    key = (now.st_dev, now.st_ino)
+    with _listings_lock:
+        known = _listings.get(key)
+    if known is not None and known.changed_ns == now.st_ctime_ns and uid not in known.owners:
+        shared = known.shared
+    else:
+        shared = _scrub_listing(dir_fd, uid, key, now.st_ctime_ns)
+    if depth >= _SCRUB_DEPTH:
+        return
+    for name in shared:
+        try:
+            sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
+        except OSError:
+            continue  # gone meanwhile
+        try:
+            _scrub(sub, uid, depth + 1)
+        except OSError:
+            pass
+        finally:
+            os.close(sub)
+
+
+def _scrub_listing(dir_fd: int, uid: int, key: tuple[int, int], changed_ns: int) -> tuple[str, ...]:
+    """Remove ``uid``'s entries of one directory (stat-ing every entry); its shared subdirectories.
+    The listing is remembered when nothing was removed and the directory had settled."""
+    listed_ns = time.time_ns()
     with os.scandir(dir_fd) as entries:
         found = list(entries)
+    owners: set[int] = set()
+    shared: list[str] = []
+    removed = False
     for entry in found:
         try:
             info = entry.stat(follow_symlinks=False)
             if info.st_uid == uid:
+                removed = True
                 if stat.S_ISDIR(info.st_mode):
                     shutil.rmtree(entry.name, dir_fd=dir_fd)  # fd-based: never follows a link
                 else:
                     os.unlink(entry.name, dir_fd=dir_fd)
-            elif (
+                continue
+            owners.add(info.st_uid)
+            if (
                 stat.S_ISDIR(info.st_mode)
                 and info.st_mode & stat.S_IWOTH
                 and info.st_uid == 0  # the system's (.X11-unix); not a tree another task made to slow this
-                and depth < _SCRUB_DEPTH
             ):
-                sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=dir_fd)
-                try:
-                    _scrub(sub, uid, depth + 1)
-                finally:
-                    os.close(sub)
+                shared.append(entry.name)
         except OSError:
-            continue  # gone meanwhile (another uid's file), or not ours to open
+            continue  # gone meanwhile (another uid's file), or not ours to remove
+    if not removed and listed_ns - changed_ns > _SETTLED_NS:
+        with _listings_lock:
+            _listings[key] = _Listing(changed_ns, frozenset(owners), tuple(shared))
+    return tuple(shared)
 
 
 def _remove_sysv_ipc(uid: int) -> None:
