@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from iris.cluster.controller.snapshots import (
     JobRow,
@@ -312,6 +313,13 @@ def waiting_tasks(cur: sqlite3.Cursor, limit: int, *, user: str | None = None) -
     ]
 
 
+@lru_cache(maxsize=8192)
+def _capacity(text: str) -> ResourceSpec:
+    """A worker's stored capacity, parsed once per distinct text: every round lists every worker,
+    and a capacity rarely changes. Shared between callers, so never mutated (nothing does)."""
+    return ResourceSpec.model_validate_json(text)
+
+
 def list_workers(cur: sqlite3.Cursor) -> list[WorkerRow]:
     attrs: dict[str, dict[str, str]] = {}
     for r in cur.execute("SELECT worker_id, key, value FROM worker_attributes"):
@@ -320,7 +328,7 @@ def list_workers(cur: sqlite3.Cursor) -> list[WorkerRow]:
         WorkerRow(
             worker_id=r["worker_id"],
             address=r["address"],
-            capacity=ResourceSpec.model_validate_json(r["capacity_json"]),
+            capacity=_capacity(r["capacity_json"]),
             attributes=attrs.get(r["worker_id"], {}),
             slice_id=r["slice_id"],
             scale_group=r["scale_group"],
