@@ -85,11 +85,28 @@ def test_gang_bounces_together_on_a_retryable_failure(j: Journey) -> None:
     assert detail.state is JobState.SUCCEEDED
 
 
+def fail_first_once_the_other_is_done() -> None:
+    """Task 0's first attempt fails, but only once the controller says task 1 succeeded (a fixed
+    sleep raced a slow pod start on a loaded node); every other attempt succeeds at once."""
+    import sys
+    import time
+
+    from iris.client import TaskState, iris_ctx
+
+    ctx = iris_ctx()
+    if ctx.task_index != 0 or ctx.attempt_number != 0:
+        return
+    job = ctx.client.job(ctx.job_id)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and job.detail().tasks[1].state is not TaskState.SUCCEEDED:
+        time.sleep(0.1)
+    sys.exit(1)
+
+
 def test_gang_member_that_already_succeeded_stays_done(j: Journey) -> None:
-    # Task 1 finishes at once; task 0 fails later and retries alone: done members are not rerun.
-    script = 'if [ "$IRIS_TASK_INDEX" = 0 ] && [ "$IRIS_ATTEMPT_NUMBER" = 0 ]; then sleep 1; exit 1; fi'
+    # Task 1 finishes at once; task 0 fails after it and retries alone: done members are not rerun.
     job = j.client.submit(
-        Entrypoint.from_command("sh", "-c", script),
+        Entrypoint.from_callable(fail_first_once_the_other_is_done),
         name="gang-partial",
         replicas=2,
         resources=SMALL,
