@@ -360,14 +360,14 @@ _SETTLED_NS = 1_000_000_000
 
 
 def _scrub(dir_fd: int, uid: int, depth: int) -> None:
-    now = os.fstat(dir_fd)
-    key = (now.st_dev, now.st_ino)
+    here = os.fstat(dir_fd)
+    key = (here.st_dev, here.st_ino)
     with _listings_lock:
         known = _listings.get(key)
-    if known is not None and known.changed_ns == now.st_ctime_ns and uid not in known.owners:
+    if known is not None and known.changed_ns == here.st_ctime_ns and uid not in known.owners:
         shared = known.shared
     else:
-        shared = _scrub_listing(dir_fd, uid, key, now.st_ctime_ns)
+        shared = _scrub_listing(dir_fd, uid, key, here.st_ctime_ns)
     if depth >= _SCRUB_DEPTH:
         return
     for name in shared:
