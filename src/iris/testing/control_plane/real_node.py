@@ -50,6 +50,9 @@ RUNTIME = "containerd"
 # reach it by joining that mount namespace.
 SOCKET = "/run/containerd/containerd.sock"
 # The node's folder, bind-mounted there too: the kubelet's root dir holds unix sockets as well.
+# It is made rshared before the kubelet starts: otherwise the kubelet bind-mounts its root dir
+# onto itself at start-up while another of its goroutines is renaming a fresh socket into place
+# there, and a rename whose two lookups straddle that mount fails with EXDEV.
 NODE_DIR = "/run/containerd/node"
 # Host paths the kubelet and containerd write whatever their configuration says (device plugin
 # sockets, /var/log/containers links, CNI results): a tmpfs over each in their mount namespace.
@@ -314,7 +317,7 @@ def _start(
     script = (
         "mkdir -p /run/containerd && mount -t tmpfs -o mode=0711 iris-containerd /run/containerd && "
         "mount -t tmpfs -o mode=0755 iris-netns /run/netns && "
-        f'mkdir -p {NODE_DIR} && mount --bind "{base}" {NODE_DIR} && '
+        f'mkdir -p {NODE_DIR} && mount --bind "{base}" {NODE_DIR} && mount --make-rshared {NODE_DIR} && '
         + "".join(f"mkdir -p {d} && mount -t tmpfs iris-node {d} && " for d in PRIVATE_DIRS)
         + 'exec "$@"'
     )
