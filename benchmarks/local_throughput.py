@@ -65,10 +65,16 @@ def start_latency(client: IrisClient, spec: Callable[[int], JobSpec], count: int
     return latencies
 
 
-def run_tasks_job(client: IrisClient, name: str, tasks: int, res: ResourceSpec) -> float:
-    """Seconds from submitting one ``tasks``-replica job of `true` to its end."""
+def run_tasks_job(
+    client: IrisClient, name: str, tasks: int, res: ResourceSpec, *, workspace: bool = False
+) -> float:
+    """Seconds from submitting one ``tasks``-replica job of `true` to its end. ``workspace``: ship
+    the current directory with it, as ``iris job run`` does (each attempt then starts in its own
+    copy of it, in the project's environment); without it, a bare command, as the figures before
+    workspaces were shipped by default measured."""
     t0 = time.perf_counter()
-    detail = client.submit(TRUE, name=name, replicas=tasks, resources=res).wait(timeout=600, poll_s=0.02)
+    job = client.submit(TRUE, name=name, replicas=tasks, resources=res, workspace=workspace)
+    detail = job.wait(timeout=600, poll_s=0.02)
     elapsed = time.perf_counter() - t0
     if detail.state is not JobState.SUCCEEDED:
         raise RuntimeError(f"throughput job ended {detail.state}: {detail.error}")

@@ -28,6 +28,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import uvloop
+
 from iris.cluster.types import AttemptRef, DesiredGroup, GroupReport
 from iris.rpc.enums import TaskState
 from iris.rpc.errors import NotFound, NotImplementedForBackend
@@ -77,7 +79,11 @@ class SimulatedFleet:
         ready = threading.Event()
 
         def run() -> None:
-            self._loop = asyncio.new_event_loop()
+            # uvloop, as the real daemons' uvicorn: asyncio's own transports allocate a 256 KiB
+            # buffer per read, which glibc serves by mmap/munmap in some processes and not in
+            # others (its threshold moves with what the process freed earlier), so the fleet's
+            # cost per answer changed by half from one run to the next.
+            self._loop = uvloop.new_event_loop()
             self._loop.run_until_complete(self._serve_all())
             ready.set()
             self._loop.run_forever()
