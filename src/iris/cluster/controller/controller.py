@@ -35,7 +35,7 @@ from iris.cluster.controller.backend import AttemptRef, BackendDescriptor, Backe
 from iris.cluster.controller.budgets import Budgets
 from iris.cluster.controller.bundles import BundleStore
 from iris.cluster.controller.commands import Commands
-from iris.cluster.controller.commit_news import log_commit, queue_news
+from iris.cluster.controller.commit_news import CommitNews, log_moves
 from iris.cluster.controller.cordons import Cordon, Mode, QuarantineWindow, load_cordons
 from iris.cluster.controller.db import ControllerDB
 from iris.cluster.controller.effects import Applied, Effects, MoveTask
@@ -132,6 +132,10 @@ class Controller:
         self.timeseries = TimeSeries()
         # API requests waiting for jobs to end, woken by the commit that ends each.
         self.job_waiters = JobWaiters()
+        # What the open transaction's commits wrote, told once it commits (``commit``); a news
+        # left by a transaction that rolled back is recognised by its transaction number.
+        self._news: CommitNews | None = None
+        self._news_tx = -1
         self.metrics = ControllerMetrics()
         self.round_stats: dict[str, float] = {
             "rounds": 0,
@@ -263,22 +267,31 @@ class Controller:
             applied.merge(
                 store.commit(cur, kernel.kill_descendants(store.job_snapshots(cur, descendants), now), now)
             )
-        self.db.after_commit(lambda: self._after_commit(applied))
+        news = self._news
+        if news is None or self._news_tx != self.db.transactions:
+            # the transaction's first commit: what all of its commits wrote is told once, at COMMIT
+            news = self._news = CommitNews()
+            self._news_tx = self.db.transactions
+            self.db.after_commit(self._after_commit)
+        news.add(applied)
         return applied
 
-    def _after_commit(self, applied: Applied) -> None:
-        """A commit's side effects on the process (queue, dirty workers, waiters, caches, logs):
-        run by ``db.after_commit``, so a transaction that rolls back leaves all of them alone."""
-        self.loop.committed(applied, queue_news(applied))
-        self.round_stats["dropped_changes"] += len(applied.dropped)
-        self.round_stats["refused_changes"] += len(applied.refused)
-        if applied.finished_jobs:
-            self.job_waiters.ended(applied.finished_jobs)
-            for job_id in applied.finished_jobs:
+    def _after_commit(self) -> None:
+        """A transaction's side effects on the process (queue, dirty workers, waiters, caches,
+        logs): run by ``db.after_commit``, so a transaction that rolls back leaves all of them alone."""
+        news, self._news = self._news, None
+        if news is None:
+            return
+        self.loop.committed(news.workers, news.queue_news())
+        self.round_stats["dropped_changes"] += news.dropped
+        self.round_stats["refused_changes"] += news.refused
+        if news.finished_jobs:
+            self.job_waiters.ended(news.finished_jobs)
+            for job_id in news.finished_jobs:
                 self.specs.forget(job_id)
-        if applied.fleet_changed:
+        if news.fleet_changed:
             self.commands.forget_shapes()
-        log_commit(applied)
+        log_moves(news.moves)
 
     # ------------------------------------------------------------ observations, desired sets
 

@@ -311,6 +311,7 @@ class ControllerDB:
         self.disk_full_since: float | None = None  # set while writes fail for lack of space
         self._after_commit: list[Callable[[], None]] = []  # the open transaction's callbacks
         self._tx_thread: int | None = None  # the thread whose transaction is open
+        self.transactions = 0  # write transactions begun: the open one's number while it is open
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.execute("PRAGMA foreign_keys=OFF")
@@ -358,6 +359,7 @@ class ControllerDB:
             cur = self._conn.cursor()
             try:
                 cur.execute("BEGIN IMMEDIATE")
+                self.transactions += 1
                 self._tx_thread = threading.get_ident()
                 try:
                     yield cur

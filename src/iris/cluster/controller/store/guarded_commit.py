@@ -162,6 +162,8 @@ def commit(cur: sqlite3.Cursor, effects: Effects, now: float, *, read_at: int | 
     write still names its version, and a write that matches no row aborts the transaction).
     """
     applied = Applied()
+    if not effects.changes and not effects.notes:
+        return applied
     task_ids: set[str] = set()
     attempt_uids: set[str] = set()
     job_ids: set[str] = set()
