@@ -2,6 +2,8 @@
 
     uv run python benchmarks/compare.py --before /tmp/iris-old --after . --rounds 3
     uv run python benchmarks/compare.py --before /tmp/iris-old --after . --only scheduler_kernel --tiny
+    uv run python benchmarks/compare.py --before /tmp/iris-old --after . --only local_throughput \
+        --args="--cases tasks,batch --runs 5"
 
 Each checkout runs its own ``benchmarks/<name>.py --json`` with its own environment (``uv run`` in that
 checkout). For every benchmark the rounds alternate before, after, after, before, ... and each figure
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -67,7 +70,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=2, help="runs of each benchmark per checkout")
     parser.add_argument("--only", help=f"comma-separated subset of {', '.join(BENCHMARKS)}")
     parser.add_argument("--tiny", action="store_true", help="tiny sizes (does everything run?)")
+    parser.add_argument(
+        "--args", default="", help="more arguments for every run of the chosen benchmarks (one string)"
+    )
     args = parser.parse_args()
+    extra = shlex.split(args.args)
     chosen = choose(args.only)
     if chosen is None:
         return 2
@@ -80,7 +87,7 @@ def main() -> int:
         for round_no in range(args.rounds):
             order = ("before", "after") if round_no % 2 == 0 else ("after", "before")
             for side in order:
-                for f in run_one(sides[side], name, args.tiny, []):
+                for f in run_one(sides[side], name, args.tiny, extra):
                     key = (name, str(f["name"]).strip())
                     unit = str(f["unit"]).strip()
                     more = higher_is_better(unit, f.get("target"))
