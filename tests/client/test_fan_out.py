@@ -14,7 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from iris.rpc.fan_out import Call, FanOut
-from iris.rpc.transport import HttpReply, TransportError
+from iris.rpc.transport import RECV_BYTES, HttpReply, TransportError
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -77,6 +77,15 @@ def test_every_call_is_answered_in_order_over_kept_alive_connections(servers: li
             f"body {i}" for i in range(len(servers))
         ]
     assert len(set(_Handler.peers)) == len(servers)  # one connection per server, reused by rounds
+    fan.close()
+
+
+def test_an_answer_many_reads_long_arrives_whole(servers: list[str]) -> None:
+    """An answer longer than one read (``RECV_BYTES``) is put together from all of its reads."""
+    body = ("x" * 1023 + "\n") * (3 * RECV_BYTES // 1024 + 7)
+    fan = FanOut(timeout_s=10)
+    (reply,) = fan.call_all([Call(servers[0], "POST", "/r", body.encode())])
+    assert isinstance(reply, HttpReply) and json.loads(reply.body)["echo"] == body
     fan.close()
 
 
