@@ -109,7 +109,8 @@ def workers_sweep(report: Report, sizes: list[int], tasks: int, plots: Path, run
         us = [1e6 / r for r in rates]
         report.figure(f"workers sweep: {tasks} tasks on {w} simulated workers, per task", us, "us", workers=w)
         per_task.append(statistics.median(us))
-        times = reconcile_round(w, 3)
+        # enough rounds for a steady median: a round over 10 workers takes ~1 ms, over 1,000 ~100 ms
+        times = reconcile_round(w, max(5, 2000 // w))
         report.figure(f"workers sweep: full reconcile round over {w} workers", times, "ms", workers=w)
         rounds.append(statistics.median(times))
     plot(
