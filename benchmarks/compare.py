@@ -8,7 +8,10 @@
 Each checkout runs its own ``benchmarks/<name>.py --json`` with its own environment (``uv run`` in that
 checkout). For every benchmark the rounds alternate before, after, after, before, ... and each figure
 keeps its best median over the rounds (the least disturbed one). The table says, per figure, the change
-in the figure's good direction: a positive change is better, a negative one worse.
+in the figure's good direction: a positive change is better, a negative one worse. Best-of picks each
+side's luckiest run, so the table also pairs the rounds (round i's before with round i's after, run
+back to back): in how many pairs the after side was better, and the median change over the pairs. On a
+machine that drifts, the pairs are the fairer reading.
 """
 
 from __future__ import annotations
@@ -55,6 +58,13 @@ def run_one(checkout: Path, name: str, tiny: bool, extra: list[str]) -> list[dic
         return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
 
 
+def _change(before: float, after: float, more_is_better: bool) -> str:
+    if before == 0 or after == 0:
+        return "n/a"
+    ratio = after / before if more_is_better else before / after
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
 def best(a: float | None, b: float, more_is_better: bool) -> float:
     if a is None:
         return b
@@ -79,8 +89,8 @@ def main() -> int:
     if chosen is None:
         return 2
     sides = {"before": args.before.resolve(), "after": args.after.resolve()}
-    # figure key -> side -> best median; plus the unit of each figure
-    figures: dict[tuple[str, str], dict[str, float | None]] = {}
+    # figure key -> side -> the figure's median of each round, in round order; plus each figure's unit
+    figures: dict[tuple[str, str], dict[str, list[float]]] = {}
     units: dict[tuple[str, str], tuple[str, bool]] = {}
     for name in chosen:
         t0 = time.perf_counter()
@@ -92,20 +102,30 @@ def main() -> int:
                     unit = str(f["unit"]).strip()
                     more = higher_is_better(unit, f.get("target"))
                     units[key] = (unit, more)
-                    slot = figures.setdefault(key, {"before": None, "after": None})
-                    slot[side] = best(slot[side], float(str(f["median"])), more)
+                    slot = figures.setdefault(key, {"before": [], "after": []})
+                    slot[side].append(float(str(f["median"])))
         print(f"-- {name}: {args.rounds} round(s) each side in {time.perf_counter() - t0:.0f}s", flush=True)
-    rows = ["| benchmark | figure | before | after | change (+ better) |", "|---|---|---|---|---|"]
+    rows = [
+        "| benchmark | figure | before | after | change (+ better) | pairs after better (median change) |",
+        "|---|---|---|---|---|---|",
+    ]
     for (name, figure), slot in figures.items():
         unit, more = units[(name, figure)]
-        before, after = slot["before"], slot["after"]
-        if before is None or after is None or before == 0 or after == 0:
-            change = "n/a"
-        else:
-            ratio = after / before if more else before / after
-            change = f"{(ratio - 1) * 100:+.1f}%"
+        before = after = None
+        for v in slot["before"]:
+            before = best(before, v, more)
+        for v in slot["after"]:
+            after = best(after, v, more)
+        change = "n/a" if before is None or after is None else _change(before, after, more)
         shown = [f"{v:,.4g} {unit}" if v is not None else "-" for v in (before, after)]
-        rows.append(f"| {name} | {figure} | {shown[0]} | {shown[1]} | {change} |")
+        pairs = [(b, a) for b, a in zip(slot["before"], slot["after"], strict=False) if a and b]
+        if pairs:
+            changes = sorted(((a / b if more else b / a) - 1) * 100 for b, a in pairs)
+            better = sum(1 for c in changes if c > 0)
+            paired = f"{better} of {len(pairs)} ({changes[len(changes) // 2]:+.1f}%)"
+        else:
+            paired = "n/a"
+        rows.append(f"| {name} | {figure} | {shown[0]} | {shown[1]} | {change} | {paired} |")
     print("\n".join(rows))
     return 0
 
