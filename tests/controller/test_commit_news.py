@@ -57,7 +57,7 @@ def test_a_batch_of_submits_is_told_once_after_commit_and_every_job_runs() -> No
     c = h.controller
     told: list[tuple[list[str], list[str], list[str]]] = []
     committed = c.loop.committed
-    c.loop.committed = lambda workers, news: (told.append(news), committed(workers, news))  # type: ignore[method-assign]
+    c.loop.committed = lambda news: (told.append(news.queue_news()), committed(news))  # type: ignore[method-assign]
     jobs = c.submit_many([_spec(f"b{i}") for i in range(5)])
     assert len(told) == 1 and told[0][0] == jobs
     h.step()

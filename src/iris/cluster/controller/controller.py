@@ -282,7 +282,7 @@ class Controller:
         news, self._news = self._news, None
         if news is None:
             return
-        self.loop.committed(news.workers, news.queue_news())
+        self.loop.committed(news)
         self.round_stats["dropped_changes"] += news.dropped
         self.round_stats["refused_changes"] += news.refused
         if news.finished_jobs:

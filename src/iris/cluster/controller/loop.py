@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from iris.cluster.controller import round_kernel as kernel
 from iris.cluster.controller import store
+from iris.cluster.controller.commit_news import CommitNews
 from iris.cluster.controller.effects import Effects
 from iris.cluster.controller.round_kernel import RoundPlan
 from iris.cluster.controller.scheduler import PendingReason, TaskRequest
@@ -238,10 +239,10 @@ class ControlLoop:
                 self.last_pending.pop(task_id, None)
             self.last_pending.update(plan.pending)
 
-    def committed(self, workers: set[str], news: tuple[list[str], list[str], list[str]]) -> None:
-        """After a commit: the queue hears of new and departed pending work (``CommitNews.queue_news``),
-        the ``workers`` whose desired sets changed are reconciled next round."""
-        submitted, again, left = news
+    def committed(self, news: CommitNews) -> None:
+        """After a transaction committed: the queue hears of new and departed pending work
+        (``CommitNews.queue_news``), the workers whose desired sets changed are reconciled next round."""
+        submitted, again, left = news.queue_news()
         if self.queue is not None and (submitted or again or left):
             with self._queue_lock:
                 self.queue.forget(left)
@@ -249,8 +250,8 @@ class ControlLoop:
                     self.queue.job_submitted(job_id)
                 for task_id in again:
                     self.queue.task_pending_again(task_id)
-        if workers:
-            self.mark_dirty(workers)
+        if news.workers:
+            self.mark_dirty(news.workers)
 
     def unplaced(self) -> list[TaskRequest]:
         if self.queue is None:
