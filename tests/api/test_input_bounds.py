@@ -102,6 +102,15 @@ def test_one_env_value_or_argument_over_128_kib_is_refused_at_submit(api: httpx.
     assert api.post("/api/v1/jobs", json=_spec(name="fits", env={"BIG": fits})).status_code == 200
 
 
+def test_the_128_kib_bound_counts_bytes_not_characters(api: httpx.Client) -> None:
+    """Under 128 KiB characters but over 128 KiB bytes once encoded: refused as the kernel would."""
+    wide = "\u00e9" * (MAX_ARG_STRING_BYTES // 2 + 1)  # 2 bytes each in UTF-8
+    assert len(wide) < MAX_ARG_STRING_BYTES
+    argv = {"kind": "command", "argv": ["echo", wide]}
+    _rejected(api.post("/api/v1/jobs", json=_spec(entrypoint=argv)), 400, "128 KiB")
+    _rejected(api.post("/api/v1/jobs", json=_spec(env={"WIDE": wide})), 400, "environment variable WIDE is")
+
+
 @pytest.mark.parametrize("package", ["--index-url=http://127.0.0.1:1/simple", "-e .", "numpy\n--pre", ""])
 def test_options_cannot_be_smuggled_into_pip_packages(api: httpx.Client, package: str) -> None:
     resp = api.post("/api/v1/jobs", json=_spec(environment={"pip_packages": [package]}))

@@ -4,10 +4,14 @@ once, after COMMIT."""
 
 from __future__ import annotations
 
+import pytest
+
+from iris.cluster.controller import store
 from iris.cluster.controller.commit_news import CommitNews
 from iris.cluster.controller.effects import Applied, Assign, Change, MoveTask
 from iris.cluster.controller.task_state import TaskSnapshot
 from iris.rpc.enums import JobState, TaskState
+from iris.rpc.errors import AlreadyExists
 from iris.rpc.models import Entrypoint, JobSpec, ResourceSpec
 from iris.testing.round_harness import RoundHarness
 
@@ -62,3 +66,23 @@ def test_a_batch_of_submits_is_told_once_after_commit_and_every_job_runs() -> No
     assert len(told) == 1 and told[0][0] == jobs
     h.step()
     assert all(h.job_state(job) is JobState.RUNNING for job in jobs)
+
+
+def test_a_batch_reads_its_own_earlier_jobs() -> None:
+    """The batch's inserts are committed together, but a job that names an earlier one of the same
+    batch (as its parent, or by its own name) sees it."""
+    h = RoundHarness()
+    c = h.controller
+    kept = c.submit_many([_spec("same"), _spec("same").model_copy(update={"existing_job_policy": "keep"})])
+    assert kept == ["/story/same", "/story/same"]
+    child = _spec("child").model_copy(update={"parent_job_id": "/story/tree"})
+    jobs = c.submit_many([_spec("tree"), child, _spec("other")])
+    assert jobs == ["/story/tree", "/story/tree/child", "/story/other"]
+    with c.db.read() as cur:
+        rows = {job_id: store.get_job(cur, job_id) for job_id in ["/story/same", *jobs]}
+    assert all(rows.values())
+    assert rows["/story/tree/child"].parent_job_id == "/story/tree"  # type: ignore[union-attr]
+    with pytest.raises(AlreadyExists):
+        c.submit_many([_spec("twice"), _spec("twice")])
+    with c.db.read() as cur:
+        assert store.get_job(cur, "/story/twice") is None

@@ -32,7 +32,6 @@ from iris.rpc.models import (
     SecretList,
     SecretRef,
     SecretValue,
-    SubmitManyRequest,
     SubmitManyResponse,
     SubmitResponse,
     UserBudget,
@@ -347,20 +346,21 @@ class IrisClient:
         a rejected one have landed).
         """
         jobs: list[Job] = []
-        batch: list[JobSpec] = []
+        batch: list[bytes] = []  # each spec's JSON, dumped once (a SubmitManyRequest body)
         size = 0
 
         def flush() -> None:
-            resp = self.http.post("/api/v1/jobs:batch", SubmitManyResponse, SubmitManyRequest(jobs=batch))
+            body = b'{"jobs":[' + b",".join(batch) + b"]}"
+            resp = self.http.post("/api/v1/jobs:batch", SubmitManyResponse, body)
             jobs.extend(Job(self, job_id) for job_id in resp.job_ids)
 
         for spec in specs:
-            spec = self._with_forwarded_env(spec)
-            length = len(spec.model_dump_json(exclude_none=True)) + 1
+            encoded = self._with_forwarded_env(spec).model_dump_json(exclude_none=True).encode()
+            length = len(encoded) + 1
             if batch and (len(batch) == MAX_JOBS_PER_SUBMIT or size + length > SUBMIT_MANY_CALL_BYTES):
                 flush()
                 batch, size = [], 0
-            batch.append(spec)
+            batch.append(encoded)
             size += length
         if batch:
             flush()

@@ -40,7 +40,9 @@ class HttpClient:
         timeout: float | None = None,
     ) -> Any:
         body: bytes | None = None
-        if _is_model(json_body):
+        if isinstance(json_body, bytes):  # already JSON
+            body = json_body
+        elif _is_model(json_body):
             body = json_body.model_dump_json(exclude_none=True).encode()
         elif json_body is not None:
             body = json.dumps(json_body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()

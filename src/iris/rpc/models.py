@@ -13,7 +13,7 @@ import sys
 import sysconfig
 import types
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, cast
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -49,18 +49,18 @@ def _check_text(what: str, value: str) -> None:
         raise ValueError(f"{what} contains a NUL character, which no process can receive")
 
 
-def _strings_size(values: list[str]) -> int:
-    return sum(len(v.encode("utf-8", "surrogateescape")) + 1 for v in values)
+def _utf8_size(text: str) -> int:
+    """Bytes of ``text`` as the kernel receives it (ASCII, the common case, without encoding it)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogateescape"))
 
 
 def _env_size(env: dict[str, str]) -> int:
-    return sum(
-        len(k.encode("utf-8", "surrogateescape")) + len(v.encode("utf-8", "surrogateescape")) + 2
-        for k, v in env.items()
-    )
+    return sum(_utf8_size(k) + _utf8_size(v) + 2 for k, v in env.items())
 
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
+    if not env:
+        return env
     for key, value in env.items():
         if not key or "=" in key or "\0" in key:
             raise ValueError(f"bad environment variable name {key!r}")
@@ -112,8 +112,10 @@ class ResourceSpec(WireModel):
             data["disk_bytes"] = parse_bytes(data.pop("disk"))
         return data
 
-    def __init__(self, **data: Any) -> None:  # keeps cpu=/memory=/disk= visible to type checkers
-        super().__init__(**data)
+    if TYPE_CHECKING:  # cpu=/memory=/disk= for type checkers; a real __init__ would make pydantic-core
+        # call back into Python for every nested ResourceSpec it parses
+
+        def __init__(self, **data: Any) -> None: ...
 
     @property
     def cpu(self) -> float:
@@ -131,14 +133,17 @@ class Entrypoint(WireModel):
     def _check(self) -> Entrypoint:
         if self.kind == "command" and not self.argv:
             raise ValueError("the command is empty: give a program to run")
+        total = 0
         for arg in self.argv:
             _check_text("the command", arg)
-            if _strings_size([arg]) > MAX_ARG_STRING_BYTES:
+            size = _utf8_size(arg) + 1
+            if size > MAX_ARG_STRING_BYTES:
                 raise ValueError(
-                    f"one argument of the command is {_strings_size([arg])} bytes, over the"
+                    f"one argument of the command is {size} bytes, over the"
                     f" {MAX_ARG_STRING_BYTES} bytes (128 KiB) the kernel lets one argument hold"
                 )
-        if _strings_size(self.argv) > MAX_ARGV_ENV_BYTES:
+            total += size
+        if total > MAX_ARGV_ENV_BYTES:
             raise ValueError(f"the command line is over {MAX_ARGV_ENV_BYTES} bytes")
         if self.kind == "callable" and not self.callable_b64:
             raise ValueError("a callable entrypoint needs its pickled payload")

@@ -70,20 +70,23 @@ class Commands:
             if not c.bundles.exists(bundle_id):
                 raise FailedPrecondition(f"bundle {bundle_id} was never uploaded to this controller")
         with c.db.transaction() as cur:
+            batch = _InsertBatch(c, cur, now)
             for spec, job_name in zip(specs, names, strict=True):
-                self._insert_job(cur, spec, job_name, now, admin=admin)
+                self._insert_job(batch, spec, job_name, admin=admin)
+            batch.commit()
         for spec, job_name in zip(specs, names, strict=True):
             log.info("job %s submitted: %d task(s)", job_name, spec.replicas, extra={"job_id": str(job_name)})
         c.wake()
         return [str(job_name) for job_name in names]
 
     def _insert_job(
-        self, cur: sqlite3.Cursor, spec: JobSpec, job_name: JobName, now: float, *, admin: bool = True
+        self, batch: _InsertBatch, spec: JobSpec, job_name: JobName, *, admin: bool = True
     ) -> None:
-        """Insert one job inside the caller's transaction (a job an earlier one of the same batch
-        inserted counts as existing), or raise why it cannot be (submission.accept_submit)."""
+        """Add one job to the batch, or raise why it cannot be (submission.accept_submit). A job an
+        earlier one of the same batch inserted counts as existing (``batch.reading``)."""
         c = self.c
         job_id = str(job_name)
+        cur = batch.reading(job_id, spec.parent_job_id)
         parent = None
         if spec.parent_job_id:
             parent_row = store.get_job(cur, spec.parent_job_id)
@@ -94,13 +97,15 @@ class Commands:
                 )
                 parent = (parent_row, parent_spec)
         existing = store.get_job(cur, job_id)
+        if existing is not None:
+            cur = batch.reading_tree()
         stopping = existing is not None and bool(
             store.jobs_with_live_attempts(cur, store.job_tree(cur, job_id))
         )
         insert = accept_submit(
             spec,
             job_name,
-            now,
+            batch.now,
             parent=parent,
             existing=existing,
             existing_stopping=stopping,
@@ -112,7 +117,7 @@ class Commands:
         if insert.replaces is not None:
             c.db.after_commit(lambda: c.specs.forget(job_id))
         event = Event(EventKind.JOB_SUBMITTED, f"submitted {insert.spec.replicas} task(s)", job_id)
-        c.commit(cur, Effects(changes=(Change((insert,), (event,)),)), now)
+        batch.add(job_id, Change((insert,), (event,)))
 
     def _checks_fit(self, spec: JobSpec) -> bool:
         return self.c.backend_descriptor.kind is BackendKind.WORKER and not spec.wait_for_capacity
@@ -237,3 +242,32 @@ class Commands:
         removed = self.c.budgets.remove(user)
         self.c.invalidate_queue()
         return removed
+
+
+class _InsertBatch:
+    """A submit's inserts, committed together (one guarded commit for a whole ``submit_many``),
+    and before any read that could see them: a job of the batch named again or as a parent, or
+    the tree of a job that already exists."""
+
+    def __init__(self, controller: Controller, cur: sqlite3.Cursor, now: float) -> None:
+        self.c, self.cur, self.now = controller, cur, now
+        self._changes: list[Change] = []
+        self._ids: set[str] = set()
+
+    def reading(self, job_id: str, parent_id: str | None) -> sqlite3.Cursor:
+        if job_id in self._ids or (parent_id is not None and parent_id in self._ids):
+            self.commit()
+        return self.cur
+
+    def reading_tree(self) -> sqlite3.Cursor:
+        self.commit()
+        return self.cur
+
+    def add(self, job_id: str, change: Change) -> None:
+        self._changes.append(change)
+        self._ids.add(job_id)
+
+    def commit(self) -> None:
+        if self._changes:
+            self.c.commit(self.cur, Effects(changes=tuple(self._changes)), self.now)
+            self._changes, self._ids = [], set()

@@ -44,9 +44,11 @@ def job_id_from_path(path: str) -> str:
 
 
 def json_body(model: type[BaseModel]) -> dict[str, Any]:
-    """OpenAPI for a route that reads its JSON body itself (``read_model``): the model's schema."""
-    ref = {"$ref": f"#/components/schemas/{model.__name__}"}
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": ref}}}}
+    """OpenAPI for a route that reads its JSON body itself (``read_model``): the model's schema,
+    inline; the models it nests are those other routes already put in the components."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema.pop("$defs", None)
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
 async def read_model(request: Request, model: type[M]) -> M:

@@ -60,11 +60,17 @@ def add_routes(router: APIRouter, controller: Controller) -> None:
         job_id = controller.submit(spec, user=spec.user, admin=who().is_admin)
         return model_response(SubmitResponse(job_id=job_id))
 
-    @router.post("/api/v1/jobs:batch", response_model=SubmitManyResponse)
-    def submit_many(request: SubmitManyRequest) -> Response:
+    @router.post(
+        "/api/v1/jobs:batch", response_model=SubmitManyResponse, openapi_extra=json_body(SubmitManyRequest)
+    )
+    async def submit_many(request: Request) -> Response:
         """Submit several jobs in one call, in order, each checked as a single submit is: all of
         them in one transaction, or none if one is rejected (the error names it)."""
-        specs = [as_caller(spec) for spec in request.jobs]
+        batch = await read_model(request, SubmitManyRequest)
+        return await run_in_threadpool(submit_batch, batch)
+
+    def submit_batch(batch: SubmitManyRequest) -> Response:
+        specs = [as_caller(spec) for spec in batch.jobs]
         for parent in {spec.parent_job_id for spec in specs if spec.parent_job_id}:
             owned_job(parent)
         job_ids = controller.submit_many(specs, admin=who().is_admin)
