@@ -6,15 +6,20 @@ attempt sent to the worker (or pod) that runs it; no API answer carries them.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import functools
 import logging
 import os
 from collections.abc import Iterable
 from pathlib import Path
-
-from cryptography.fernet import Fernet, InvalidToken
+from typing import TYPE_CHECKING
 
 from iris.cluster.controller.db import ControllerDB
 from iris.rpc.models import SecretInfo
+
+if TYPE_CHECKING:
+    from cryptography.fernet import Fernet
 
 KEY_FILE = "secrets.key"
 log = logging.getLogger("iris.secrets")
@@ -36,10 +41,28 @@ def load_or_create_secret_key(path: Path) -> bytes:
     except FileExistsError:
         os.chmod(path, 0o600)
         return path.read_bytes().strip()
-    key = Fernet.generate_key()
+    key = _new_key()
     with os.fdopen(fd, "wb") as f:
         f.write(key + b"\n")
     return key
+
+
+def _new_key() -> bytes:
+    """A Fernet key (32 random bytes, URL-safe base64), made without importing ``cryptography``:
+    a controller whose users keep no secrets never loads it (~6 MB and its import time)."""
+    return base64.urlsafe_b64encode(os.urandom(32))
+
+
+def _check_key(key: bytes) -> None:
+    """Refuse a damaged key file at start, as Fernet itself would."""
+    try:
+        ok = len(base64.urlsafe_b64decode(key)) == 32
+    except (binascii.Error, ValueError):
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"the controller's {KEY_FILE} is not a Fernet key (32 url-safe base64-encoded bytes)"
+        )
 
 
 class SecretStore:
@@ -47,9 +70,16 @@ class SecretStore:
         """``key``: a Fernet key (from ``load_or_create_secret_key``); a fresh one when None
         (an in-memory controller's secrets die with it anyway)."""
         self.db = db
-        self._fernet = Fernet(key or Fernet.generate_key())
+        self._key = key or _new_key()
+        _check_key(self._key)
         with db.transaction() as cur:
             cur.execute(_SCHEMA)
+
+    @functools.cached_property
+    def _fernet(self) -> Fernet:
+        from cryptography.fernet import Fernet
+
+        return Fernet(self._key)
 
     def set(self, user: str, name: str, value: str, now: float) -> None:
         token = self._fernet.encrypt(value.encode("utf-8", "surrogateescape"))
@@ -103,6 +133,8 @@ class SecretStore:
                 f"SELECT name, ciphertext FROM user_secrets WHERE user = ? AND name IN ({marks})",
                 (user, *wanted),
             ).fetchall()
+        from cryptography.fernet import InvalidToken
+
         out: dict[str, str] = {}
         for r in rows:
             try:

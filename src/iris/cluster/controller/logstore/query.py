@@ -14,8 +14,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-import re2
-
 from iris.cluster.controller.logstore.index import AttemptLog
 from iris.cluster.controller.logstore.log_store import LogStore
 from iris.cluster.controller.logstore.segment import LogData, RawLine
@@ -63,6 +61,8 @@ def compile_user_pattern(pattern: str, *, ignore_case: bool = False) -> Any:
     when it is too long, malformed, or needs what a linear-time engine cannot do."""
     if len(pattern) > MAX_GREP_LENGTH:
         raise InvalidArgument(f"the grep pattern is longer than {MAX_GREP_LENGTH} characters")
+    import re2  # loaded by the first grep, not by every controller (~3 MB)
+
     options = re2.Options()
     options.case_sensitive = not ignore_case
     options.log_errors = False  # the answer says why; the controller's log is not the place
