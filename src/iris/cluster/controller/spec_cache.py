@@ -112,7 +112,7 @@ class SpecCache:
             if row is None:
                 raise NotFound(f"job {job_id} does not exist")
             env["IRIS_TOKEN"] = self.auth.job_token(job_id, user, row.run_uid)
-        return RunSpec(
+        template = RunSpec(
             attempt_uid="",
             attempt_number=0,
             job_id=job_id,
@@ -135,3 +135,7 @@ class SpecCache:
             image_pull_policy=spec.image_pull_policy,
             secret_env=secret_env,
         )
+        # Every attempt's copy would copy this set of given names (~20); nothing reads it, and at
+        # 30,000 attempts dispatched in one round its copies held ~12 MB.
+        template.model_fields_set.clear()
+        return template

@@ -313,21 +313,21 @@ def _guards_hold(
     """APPLIED when every guard holds; STALE when a row moved on; REFUSED for an unlisted edge."""
     for w in change.writes:
         match w:
-            case MoveTask(before=before, after=after):
-                row = tasks.get(before.task_id)
-                if row is None or row[0] != before.version:
+            case MoveTask():
+                row = tasks.get(w.before.task_id)
+                if row is None or row[0] != w.before.version:
                     return Verdict.STALE
-                if not edge_allowed(before.state, after.state):
+                if not edge_allowed(w.before.state, w.after.state):
                     log.error(
                         "refused task %s: %s -> %s is not a listed transition",
-                        before.task_id,
-                        before.state,
-                        after.state,
+                        w.before.task_id,
+                        w.before.state,
+                        w.after.state,
                     )
                     return Verdict.REFUSED
-            case MoveAttempt(before=before):
-                row = attempts.get(before.attempt_uid)
-                if row is None or row[0] != before.version:
+            case MoveAttempt():
+                row = attempts.get(w.before.attempt_uid)
+                if row is None or row[0] != w.before.version:
                     return Verdict.STALE
             case Assign():
                 row = tasks.get(w.task_id)
