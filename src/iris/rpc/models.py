@@ -54,26 +54,27 @@ def _utf8_size(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogateescape"))
 
 
-def _env_size(env: dict[str, str]) -> int:
-    return sum(_utf8_size(k) + _utf8_size(v) + 2 for k, v in env.items())
+def _variable_size(key: str, value: str) -> int:
+    """``KEY=value`` with its NUL, in bytes: what one variable takes of the kernel's limits."""
+    return _utf8_size(key) + _utf8_size(value) + 2
 
 
 def _check_env(env: dict[str, str]) -> dict[str, str]:
-    if not env:
-        return env
+    total = 0
     for key, value in env.items():
         if not key or "=" in key or "\0" in key:
             raise ValueError(f"bad environment variable name {key!r}")
         _check_text(f"environment variable {key}", value)
-        size = _env_size({key: value})
+        size = _variable_size(key, value)
         if size > MAX_ARG_STRING_BYTES:
             raise ValueError(
                 f"environment variable {key} is {size} bytes, over the {MAX_ARG_STRING_BYTES} bytes"
                 " (128 KiB) the kernel lets one variable hold; pass large values in a file"
             )
-    if _env_size(env) > MAX_ARGV_ENV_BYTES:
+        total += size
+    if total > MAX_ARGV_ENV_BYTES:
         raise ValueError(
-            f"the environment is {_env_size(env)} bytes, over the {MAX_ARGV_ENV_BYTES}-byte (1 MiB) limit"
+            f"the environment is {total} bytes, over the {MAX_ARGV_ENV_BYTES}-byte (1 MiB) limit"
             " for all of a job's variables together; pass large values in a file"
         )
     return env

@@ -83,10 +83,11 @@ class Commands:
         self, batch: _InsertBatch, spec: JobSpec, job_name: JobName, *, admin: bool = True
     ) -> None:
         """Add one job to the batch, or raise why it cannot be (submission.accept_submit). A job an
-        earlier one of the same batch inserted counts as existing (``batch.reading``)."""
+        earlier one of the same batch inserted counts as existing (``batch.commit_before_reading``)."""
         c = self.c
         job_id = str(job_name)
-        cur = batch.reading(job_id, spec.parent_job_id)
+        cur = batch.cur
+        batch.commit_before_reading(job_id, spec.parent_job_id)
         parent = None
         if spec.parent_job_id:
             parent_row = store.get_job(cur, spec.parent_job_id)
@@ -98,7 +99,7 @@ class Commands:
                 parent = (parent_row, parent_spec)
         existing = store.get_job(cur, job_id)
         if existing is not None:
-            cur = batch.reading_tree()
+            batch.commit()  # the tree read below must see every insert so far
         stopping = existing is not None and bool(
             store.jobs_with_live_attempts(cur, store.job_tree(cur, job_id))
         )
@@ -254,14 +255,10 @@ class _InsertBatch:
         self._changes: list[Change] = []
         self._ids: set[str] = set()
 
-    def reading(self, job_id: str, parent_id: str | None) -> sqlite3.Cursor:
-        if job_id in self._ids or (parent_id is not None and parent_id in self._ids):
+    def commit_before_reading(self, *job_ids: str | None) -> None:
+        """Commit the inserts so far if a read of these jobs could see one of them."""
+        if any(job_id in self._ids for job_id in job_ids if job_id is not None):
             self.commit()
-        return self.cur
-
-    def reading_tree(self) -> sqlite3.Cursor:
-        self.commit()
-        return self.cur
 
     def add(self, job_id: str, change: Change) -> None:
         self._changes.append(change)
