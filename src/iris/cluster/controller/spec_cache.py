@@ -135,7 +135,7 @@ class SpecCache:
             image_pull_policy=spec.image_pull_policy,
             secret_env=secret_env,
         )
-        # Every attempt's copy would copy this set of given names (~20); nothing reads it, and at
-        # 30,000 attempts dispatched in one round its copies held ~12 MB.
+        # Every attempt's copy would copy this set of given names (~20); nothing reads it, and with
+        # 32,000 attempts dispatched in one round those copies held 26.6 MB.
         template.model_fields_set.clear()
         return template
